@@ -1,0 +1,23 @@
+"""One flat hierarchy of trainer_core errors. Messages say what is wrong and what to do."""
+
+from __future__ import annotations
+
+
+class SteplabError(Exception):
+    """Base of every error trainer_core raises on purpose."""
+
+
+class ConfigError(SteplabError):
+    """A configuration value is missing or invalid."""
+
+
+class InputError(SteplabError):
+    """Input data (a file, a record) is malformed."""
+
+
+class EnvironmentUnavailable(SteplabError):
+    """Something the code needs on this machine (a binary, a device) is missing."""
+
+
+class TransientError(SteplabError):
+    """A failure worth retrying (a network blip, a rate limit)."""

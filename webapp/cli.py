@@ -1,0 +1,441 @@
+"""The ``steplab`` command.
+
+Two kinds of commands:
+
+* file-only commands (``version`` now; ``convert``, ``validate``, ``schema`` and scoring a file
+  later) call trainer_core and never touch the database: they are plain ``@main.command()``s;
+* the others need the database and the job system: ``@db_command`` sets Django up first.
+
+``steplab serve`` is what README command 1 ends in: it migrates, loads the built-in data,
+creates the first admin, and runs the web server and one Celery worker on every queue until
+Ctrl+C.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import click
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+QUEUES = ["default", "rollouts", "judge", "gpu"]
+
+
+def _setup_django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.config.settings")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if str(BASE_DIR) not in sys.path:
+        sys.path.insert(0, str(BASE_DIR))
+    import django
+
+    django.setup()
+
+
+def db_command(*args, **kwargs):
+    """A command that needs the database: Django is set up before it runs."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **kw):
+            _setup_django()
+            return fn(*a, **kw)
+
+        return main.command(*args, **kwargs)(wrapper)
+
+    return decorate
+
+
+def _group_db_command(group, *args, **kwargs):
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*a, **kw):
+            _setup_django()
+            return fn(*a, **kw)
+
+        return group.command(*args, **kwargs)(wrapper)
+
+    return decorate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Steplab: a workbench for training LLM tool-use agents.
+
+    Collect trajectories, score every step, calibrate with human labels, export datasets, train
+    policies and compare them. Commands that only read and write files need no database.
+    """
+
+
+# --- file-only commands ---------------------------------------------------------------------
+
+
+@main.command()
+def version() -> None:
+    """Print the version (no database needed)."""
+    import trainer_core
+
+    click.echo(f"steplab {trainer_core.__version__}")
+
+
+# --- database commands ----------------------------------------------------------------------
+
+
+def _print_report(report: list[dict]) -> None:
+    colors = {"ok": "green", "missing": "yellow", "error": "red"}
+    width = max(len(c["name"]) for c in report)
+    for check in report:
+        status = click.style(f"{check['status']:<7}", fg=colors.get(check["status"]))
+        click.echo(f"  {check['name']:<{width}}  {status}  {check['detail']}")
+        if check.get("hint") and check["status"] != "ok":
+            click.echo(f"  {'':<{width}}           → {check['hint']}")
+
+
+@db_command()
+@click.option(
+    "--job", "as_job", is_flag=True, help="Run the diagnostic as a job on a worker and follow it."
+)
+@click.option("--steps", default=10, show_default=True, help="Steps for --job.")
+def check(as_job: bool, steps: int) -> None:
+    """The diagnostic: what this installation has (database, broker, sandboxes, browser, torch)."""
+    if as_job:
+        from webapp.jobs import kinds, services
+
+        job = services.job_enqueue(
+            kind=kinds.DIAGNOSTIC, params={"steps": steps, "step_seconds": 0.1}
+        )
+        click.echo(f"job {job.pk} queued; following it (Ctrl+C stops following, not the job)")
+        final = _follow(job.pk)
+        if final.result.get("report"):
+            _print_report(final.result["report"])
+        sys.exit(0 if final.status == "succeeded" else 1)
+    from webapp.jobs.diagnostic import system_report
+
+    report = system_report()
+    click.echo("Steplab system report")
+    _print_report(report)
+    essential = {"database", "broker", "data dir"}
+    sys.exit(1 if any(c["status"] == "error" and c["name"] in essential for c in report) else 0)
+
+
+def _follow(job_id: int, timeout: float | None = None):
+    from webapp.jobs.models import Job
+
+    start = time.monotonic()
+    last = None
+    while True:
+        job = Job.objects.get(pk=job_id)
+        line = f"  [{job.status:<9}] {job.percent:>3}%  {job.message}"
+        if line != last:
+            click.echo(line)
+            last = line
+        if job.is_terminal:
+            if job.error:
+                click.echo(click.style(f"  error: {job.error}", fg="red"))
+            return job
+        if timeout is not None and time.monotonic() - start > timeout:
+            return job
+        time.sleep(0.5)
+
+
+@db_command()
+def seed() -> None:
+    """Load the built-in data (idempotent)."""
+    from webapp.common.seed import seed_all
+
+    for line in seed_all():
+        click.echo(line)
+
+
+@db_command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def manage(args: tuple[str, ...]) -> None:
+    """Run a Django management command: steplab manage migrate, ..."""
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["steplab manage", *args])
+
+
+@main.group()
+def jobs() -> None:
+    """List, inspect and cancel jobs."""
+
+
+@_group_db_command(jobs, "list")
+@click.option("--status", default="", help="queued, running, succeeded, failed or cancelled")
+@click.option("--kind", default="")
+@click.option("--limit", default=20, show_default=True)
+def jobs_list(status: str, kind: str, limit: int) -> None:
+    """The newest jobs."""
+    from webapp.jobs import selectors
+
+    for job in selectors.job_list(kind=kind, status=status)[:limit]:
+        click.echo(f"{job.pk:>6}  {job.kind:<14} {job.status:<10} {job.percent:>3}%  {job.message}")
+
+
+@_group_db_command(jobs, "show")
+@click.argument("job_id", type=int)
+@click.option("--follow", is_flag=True, help="Follow progress until the job ends.")
+def jobs_show(job_id: int, follow: bool) -> None:
+    """One job: status, progress, message, error."""
+    from webapp.jobs.models import Job
+
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        raise click.ClickException(f"no job {job_id}; 'steplab jobs list' shows the existing ones")
+    if follow:
+        job = _follow(job_id)
+    click.echo(
+        json.dumps(
+            {
+                "id": job.pk,
+                "kind": job.kind,
+                "status": job.status,
+                "progress": job.progress,
+                "message": job.message,
+                "error": job.error,
+                "params": job.params,
+                "result": job.result,
+            },
+            indent=2,
+            default=str,
+        )
+    )
+
+
+@_group_db_command(jobs, "cancel")
+@click.argument("job_id", type=int)
+def jobs_cancel(job_id: int) -> None:
+    """Cancel a job (and its children)."""
+    from webapp.common.errors import ApplicationError
+    from webapp.jobs import services
+    from webapp.jobs.models import Job
+
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        raise click.ClickException(f"no job {job_id}")
+    try:
+        job = services.job_cancel(job=job)
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(f"job {job.pk}: {job.status} — {job.message}")
+
+
+@_group_db_command(jobs, "reap")
+def jobs_reap() -> None:
+    """Detect jobs whose worker died now (workers also do this every few seconds)."""
+    from webapp.jobs import services
+
+    reaped = services.jobs_reap_dead()
+    click.echo(
+        f"re-queued or failed {len(reaped)} dead job(s){': ' + ', '.join(map(str, reaped)) if reaped else ''}"
+    )
+
+
+# --- running the app ------------------------------------------------------------------------
+
+
+def _worker_argv(queues: list[str], concurrency: int, name: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "webapp.config",
+        "worker",
+        "-Q",
+        ",".join(queues),
+        "--pool",
+        "prefork",
+        "--concurrency",
+        str(concurrency),
+        "--loglevel",
+        "INFO",
+        "-n",
+        name,
+        "--without-gossip",
+        "--without-mingle",
+    ]
+
+
+@main.command()
+@click.option(
+    "-Q", "--queues", default=",".join(QUEUES), show_default=True, help="Queues to consume."
+)
+@click.option("-c", "--concurrency", default=2, show_default=True)
+@click.option("-n", "--name", default=None, help="Worker name (default steplab@HOST).")
+def worker(queues: str, concurrency: int, name: str | None) -> None:
+    """Start a Celery worker (what `celery -A webapp.config worker` does, with our defaults)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    argv = _worker_argv(queues.split(","), concurrency, name or f"steplab@{socket.gethostname()}")
+    os.execv(sys.executable, argv)
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - our own loopback server
+                if resp.status < 500:
+                    return True
+        except urllib.error.HTTPError as exc:
+            if exc.code < 500:
+                return True
+        except OSError:
+            pass
+        time.sleep(0.3)
+    return False
+
+
+def _stop(procs: list[subprocess.Popen], grace: float = 10.0) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for proc in procs:
+        # The whole process group: prefork children and anything they started.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+@main.command()
+@click.option(
+    "--host",
+    default=lambda: os.environ.get("STEPLAB_HOST", "127.0.0.1"),
+    show_default="127.0.0.1 or $STEPLAB_HOST",
+)
+@click.option(
+    "--port",
+    default=lambda: int(os.environ.get("STEPLAB_PORT", "8000")),
+    type=int,
+    show_default="8000 or $STEPLAB_PORT",
+)
+@click.option("--concurrency", default=2, show_default=True, help="Worker processes.")
+def serve(host: str, port: int, concurrency: int) -> None:
+    """Run Steplab: migrate, load built-in data, create the first admin, then the web server and
+    one worker on every queue. Ctrl+C stops both."""
+    _setup_django()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from webapp.accounts.services import ensure_local_admin
+    from webapp.common.seed import seed_all
+
+    if not _port_free(host, port):
+        raise click.ClickException(
+            f"port {port} on {host} is taken; stop what uses it or set STEPLAB_PORT"
+        )
+
+    db = settings.DATABASES["default"]
+    click.echo(f"database: {db['ENGINE'].rsplit('.', 1)[-1]} ({db['NAME']})")
+    click.echo(f"broker:   {settings.CELERY_BROKER_URL.split('@')[-1]}")
+    call_command("migrate", interactive=False, verbosity=0)
+    click.echo("migrations applied")
+    for line in seed_all():
+        click.echo(line)
+    admin = ensure_local_admin(var_dir=settings.VAR_DIR)
+    if admin.created and admin.password_file:
+        click.echo(f"created admin '{admin.username}'; its password is in {admin.password_file}")
+    elif admin.created:
+        click.echo(
+            f"created admin '{admin.username}' with the password from STEPLAB_ADMIN_PASSWORD"
+        )
+    if not settings.DEBUG:
+        call_command("collectstatic", interactive=False, verbosity=0)
+
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.setdefault("DJANGO_SETTINGS_MODULE", "webapp.config.settings")
+    procs: list[subprocess.Popen] = []
+    stopping = False
+
+    def handle(signum, frame):
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            click.echo("\nstopping the web server and the worker…")
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handle)
+    signal.signal(signal.SIGTERM, handle)
+    try:
+        worker_name = f"steplab-local-{port}@{socket.gethostname()}"
+        procs.append(
+            subprocess.Popen(
+                _worker_argv(QUEUES, concurrency, worker_name),
+                cwd=BASE_DIR,
+                env=env,
+                start_new_session=True,
+            )
+        )  # noqa: S603
+        if settings.DEBUG:
+            web = [sys.executable, "-m", "django", "runserver", "--noreload", f"{host}:{port}"]
+        else:
+            web = [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "webapp.config.wsgi",
+                "-b",
+                f"{host}:{port}",
+                "-w",
+                "2",
+            ]
+        procs.append(subprocess.Popen(web, cwd=BASE_DIR, env=env, start_new_session=True))  # noqa: S603
+        url = f"http://{host}:{port}/"
+        if not _wait_http(url + "login/", procs[1]):
+            raise click.ClickException("the web server did not start; see its output above")
+        click.echo("")
+        click.echo(click.style(f"Steplab is running at {url}", bold=True))
+        click.echo(f"  first job to try: {url}jobs/diagnostic/new/ (the diagnostic)")
+        click.echo("  Ctrl+C stops the web server and the worker")
+        while True:
+            for proc, what in zip(procs, ("worker", "web server"), strict=True):
+                code = proc.poll()
+                if code is not None:
+                    raise click.ClickException(f"the {what} exited with code {code}; stopping")
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _stop(procs)
+        click.echo("stopped")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""The areas in the main navigation, in order. Later issues replace the placeholder pages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Area:
+    key: str
+    label: str
+    url_name: str
+    summary: str
+    arrives_with: str = ""
+
+
+AREAS: list[Area] = [
+    Area(
+        "tasks",
+        "Tasks",
+        "area-tasks",
+        "Agent tasks, task sets and domain profiles.",
+        "the environments issue",
+    ),
+    Area(
+        "trajectories",
+        "Trajectories",
+        "area-trajectories",
+        "Browse, search and diff trajectories; import agent logs.",
+        "the trajectories issue",
+    ),
+    Area(
+        "annotate",
+        "Annotate",
+        "area-annotate",
+        "Annotation queues and the step grid.",
+        "the calibration issue",
+    ),
+    Area(
+        "datasets",
+        "Datasets",
+        "area-datasets",
+        "SFT, DPO, GRPO and PRM dataset snapshots.",
+        "the datasets and training issue",
+    ),
+    Area(
+        "training",
+        "Training",
+        "area-training",
+        "Training runs and checkpoints.",
+        "the datasets and training issue",
+    ),
+    Area(
+        "leaderboards",
+        "Leaderboards",
+        "area-leaderboards",
+        "Evaluation runs and leaderboards with honest statistics.",
+        "the evaluation issue",
+    ),
+    Area("jobs", "Jobs", "jobs:list", "Every long-running piece of work, live."),
+]
+
+AREAS_BY_KEY = {area.key: area for area in AREAS}

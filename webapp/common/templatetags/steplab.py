@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import json
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def duration(seconds) -> str:
+    """12 → '12s', 95 → '1m 35s', 4000 → '1h 6m'."""
+    if seconds is None or seconds == "":
+        return "—"
+    seconds = int(round(float(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, sec = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m {sec}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes}m"
+
+
+@register.filter
+def pretty_json(value) -> str:
+    """Indented JSON as plain text (autoescaped by the template like any string)."""
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@register.filter
+def elapsed(job) -> str:
+    if not job.started_at:
+        return "—"
+    end = job.finished_at
+    if end is None:
+        from django.utils import timezone
+
+        end = timezone.now()
+    return duration((end - job.started_at).total_seconds())

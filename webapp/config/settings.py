@@ -1,0 +1,270 @@
+"""Steplab settings: everything comes from environment variables, with safe development defaults.
+
+Development (nothing set): SQLite under ``var/`` and kombu's serverless ``filesystem://`` broker.
+Production: ``DATABASE_URL`` (PostgreSQL), ``CELERY_BROKER_URL`` (Redis), ``SECRET_KEY``,
+``DEBUG=0``, ``ALLOWED_HOSTS``. README.md lists every variable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(
+        f"{name}={raw!r} is not a boolean: use 1/0, true/false, yes/no or on/off."
+    )
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+DEBUG = env_bool("DEBUG", True)
+
+_DEV_SECRET_KEY = "django-insecure-steplab-development-key-do-not-use-in-production"  # noqa: S105
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set and DEBUG=0. Set SECRET_KEY to a long random value, e.g. "
+            "python3 -c 'import secrets; print(secrets.token_urlsafe(64))'."
+        )
+    SECRET_KEY = _DEV_SECRET_KEY
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+# Where Steplab keeps files: var/ holds the embedded database and broker; the data dir holds
+# exports, checkpoints and uploads.
+VAR_DIR = Path(os.environ.get("STEPLAB_VAR_DIR", BASE_DIR / "var")).resolve()
+STEPLAB_DATA_DIR = Path(os.environ.get("STEPLAB_DATA_DIR", VAR_DIR / "data")).resolve()
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "webapp.common",
+    "webapp.accounts",
+    "webapp.jobs",
+    "webapp.tasks",
+    "webapp.domains",
+    "webapp.trajectories",
+    "webapp.rollouts",
+    "webapp.rewards",
+    "webapp.calibration",
+    "webapp.datasets",
+    "webapp.training",
+    "webapp.evaluation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "webapp.accounts.middleware.RolePermissionMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "webapp.config.urls"
+WSGI_APPLICATION = "webapp.config.wsgi.application"
+ASGI_APPLICATION = "webapp.config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "builtins": ["template_partials.templatetags.partials"],
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "webapp.common.context_processors.navigation",
+            ],
+        },
+    }
+]
+
+# --- database ---------------------------------------------------------------------------
+DATABASE_URL = os.environ.get("DATABASE_URL", "").strip()
+if DATABASE_URL:
+    DATABASES = {
+        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    }
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+else:
+    SQLITE_PATH = Path(os.environ.get("STEPLAB_SQLITE_PATH", VAR_DIR / "steplab.sqlite3"))
+    SQLITE_PATH.parent.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": SQLITE_PATH,
+            "TEST": {"NAME": str(SQLITE_PATH.with_name("test-" + SQLITE_PATH.name))},
+        }
+    }
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web server read while a worker writes; IMMEDIATE transactions take the write
+    # lock up front (no upgrade deadlocks); the timeout waits for the lock instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+        }
+    )
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_USER_MODEL = "accounts.User"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+WHITENOISE_USE_FINDERS = DEBUG
+
+# --- security (check --deploy is clean when DEBUG=0) ---------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if not DEBUG:
+    # Behind a TLS-terminating proxy that sets X-Forwarded-Proto. Set STEPLAB_HTTPS=0 only for a
+    # plain-HTTP private deployment (check --deploy will then warn, as it should).
+    _https = env_bool("STEPLAB_HTTPS", True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = _https
+    SESSION_COOKIE_SECURE = _https
+    CSRF_COOKIE_SECURE = _https
+    SECURE_HSTS_SECONDS = int(env_float("SECURE_HSTS_SECONDS", 31536000 if _https else 0))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", _https)
+    SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", _https)
+
+# --- Celery -------------------------------------------------------------------------------
+STEPLAB_QUEUES = ["default", "rollouts", "judge", "gpu"]
+
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "").strip() or "filesystem://"
+BROKER_DIR = VAR_DIR / "broker"
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    for _folder in ("queue", "control"):
+        (BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "store_processed": False,
+    }
+    CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
+else:
+    # Redis re-delivers an unacknowledged task after visibility_timeout. Long jobs are protected
+    # by their own heartbeat (a duplicate delivery of a live job is dropped), so this mainly
+    # bounds how long a task lost with a dead worker waits before it is offered again.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_float("STEPLAB_BROKER_VISIBILITY_TIMEOUT", 7200.0),
+    }
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_CREATE_MISSING_QUEUES = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_WORKER_SEND_TASK_EVENTS = False
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# Task names start with their queue's area (see webapp/jobs/task_names.py).
+CELERY_TASK_ROUTES = {
+    "rollouts.*": {"queue": "rollouts"},
+    "judge.*": {"queue": "judge"},
+    "gpu.*": {"queue": "gpu"},
+    "*": {"queue": "default"},
+}
+
+# --- jobs -----------------------------------------------------------------------------------
+# A running job's worker refreshes the heartbeat this often (seconds)...
+STEPLAB_JOB_HEARTBEAT_SECONDS = env_float("STEPLAB_JOB_HEARTBEAT_SECONDS", 5.0)
+# ...and a running job whose heartbeat is older than this is taken for dead.
+STEPLAB_JOB_DEAD_AFTER_SECONDS = env_float("STEPLAB_JOB_DEAD_AFTER_SECONDS", 60.0)
+# A dead job is re-queued at most this many times before it is failed.
+STEPLAB_JOB_MAX_ATTEMPTS = int(env_float("STEPLAB_JOB_MAX_ATTEMPTS", 3))
+# Progress writes from one job are throttled to one per this many seconds.
+STEPLAB_PROGRESS_MIN_INTERVAL = env_float("STEPLAB_PROGRESS_MIN_INTERVAL", 0.5)
+# A worker that has not reported for this long is shown offline.
+STEPLAB_WORKER_ONLINE_SECONDS = env_float("STEPLAB_WORKER_ONLINE_SECONDS", 30.0)
+STEPLAB_LOG_TAIL_LINES = 200
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

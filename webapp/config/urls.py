@@ -1,0 +1,21 @@
+from django.urls import include, path
+
+from webapp.accounts import views as account_views
+from webapp.common.navigation import AREAS
+from webapp.common.views import area_placeholder
+from webapp.jobs import views as job_views
+
+urlpatterns = [
+    path("", job_views.dashboard, name="dashboard"),
+    path("login/", account_views.login, name="login"),
+    path("logout/", account_views.logout, name="logout"),
+    path("accounts/", include("webapp.accounts.urls")),
+    path("jobs/", include("webapp.jobs.urls")),
+]
+
+# Areas whose issues have not landed yet get a page that says so (no dead links).
+urlpatterns += [
+    path(f"{area.key}/", area_placeholder(area.key), name=area.url_name)
+    for area in AREAS
+    if area.url_name.startswith("area-")
+]

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DomainsConfig(AppConfig):
+    name = "webapp.domains"
+    label = "domains"

@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+
+
+class JobsConfig(AppConfig):
+    name = "webapp.jobs"
+    label = "jobs"
+
+    def ready(self) -> None:
+        from webapp.jobs import kinds
+
+        kinds.register_builtin_kinds()

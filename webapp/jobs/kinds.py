@@ -1,0 +1,77 @@
+"""Job kinds: what each kind of job is called, which task runs it, on which queue.
+
+Apps register their kinds in ``AppConfig.ready()``. The job page renders the kind's
+``detail_template`` partial (owned by the app) beside the generic parts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from webapp.jobs import task_names
+
+
+@dataclass(frozen=True)
+class JobKind:
+    name: str
+    label: str
+    task_name: str
+    queue: str = "default"
+    # True when re-running the job after its worker died is safe and skips finished work.
+    resumable: bool = False
+    # A template partial shown on the job page, e.g. "jobs/diagnostic_detail.html".
+    detail_template: str | None = None
+    description: str = ""
+
+
+_KINDS: dict[str, JobKind] = {}
+
+
+def register_kind(kind: JobKind) -> JobKind:
+    if kind.queue not in settings.STEPLAB_QUEUES:
+        raise ValueError(
+            f"job kind {kind.name!r}: unknown queue {kind.queue!r}; use one of {settings.STEPLAB_QUEUES}"
+        )
+    existing = _KINDS.get(kind.name)
+    if existing is not None and existing != kind:
+        raise ValueError(f"job kind {kind.name!r} is registered twice with different settings")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def get_kind(name: str) -> JobKind:
+    try:
+        return _KINDS[name]
+    except KeyError:
+        known = ", ".join(sorted(_KINDS)) or "none"
+        raise KeyError(f"unknown job kind {name!r} (registered: {known})") from None
+
+
+def find_kind(name: str) -> JobKind | None:
+    return _KINDS.get(name)
+
+
+def all_kinds() -> list[JobKind]:
+    return sorted(_KINDS.values(), key=lambda k: k.label)
+
+
+DIAGNOSTIC = "diagnostic"
+
+
+def register_builtin_kinds() -> None:
+    register_kind(
+        JobKind(
+            name=DIAGNOSTIC,
+            label="Diagnostic",
+            task_name=task_names.DIAGNOSTIC,
+            queue="default",
+            resumable=True,
+            detail_template="jobs/partials/diagnostic_detail.html",
+            description=(
+                "Runs N steps on a worker, records a metric per step and reports what this "
+                "installation has: database, broker, sandboxes, browser, torch."
+            ),
+        )
+    )

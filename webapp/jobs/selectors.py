@@ -1,0 +1,200 @@
+"""Reads for the job pages, the dashboard and the CLI."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, QuerySet
+from django.utils import timezone
+
+from webapp.jobs.kinds import find_kind
+from webapp.jobs.models import TERMINAL_STATUSES, Job, JobMetricPoint, JobStatus, WorkerPresence
+
+logger = logging.getLogger(__name__)
+
+
+def job_list(
+    *, kind: str = "", status: str = "", user_id: int | None = None, top_level_only: bool = False
+) -> QuerySet[Job]:
+    qs = Job.objects.select_related("user", "parent").annotate(child_count=Count("children"))
+    if kind:
+        qs = qs.filter(kind=kind)
+    if status:
+        qs = qs.filter(status=status)
+    if user_id:
+        qs = qs.filter(user_id=user_id)
+    if top_level_only:
+        qs = qs.filter(parent__isnull=True)
+    return qs.order_by("-created_at", "-id")
+
+
+def job_eta_seconds(job: Job, *, now=None) -> float | None:
+    """Remaining time from the rate so far (None when it cannot be estimated)."""
+    if (
+        job.status != JobStatus.RUNNING
+        or not job.started_at
+        or job.progress <= 0.0
+        or job.progress >= 1.0
+    ):
+        return None
+    now = now or timezone.now()
+    elapsed = (now - job.started_at).total_seconds()
+    if elapsed <= 0:
+        return None
+    return elapsed / job.progress * (1.0 - job.progress)
+
+
+def job_metric_series(job: Job, *, limit: int = 5000) -> dict[str, Any]:
+    """The metrics series as columns for the chart: {"steps": [...], "series": {name: [...]}}.
+    Long series are thinned evenly to at most ``limit`` points."""
+    points = list(
+        JobMetricPoint.objects.filter(job=job).order_by("step", "id").values_list("step", "values")
+    )
+    if len(points) > limit:
+        stride = len(points) / limit
+        points = [points[int(i * stride)] for i in range(limit - 1)] + [points[-1]]
+    names: list[str] = []
+    for _, values in points:
+        for name in values:
+            if name not in names:
+                names.append(name)
+    return {
+        "steps": [step for step, _ in points],
+        "series": {name: [values.get(name) for _, values in points] for name in names},
+    }
+
+
+def job_children_summary(job: Job) -> dict[str, int]:
+    counts = dict(
+        job.children.values_list("status").annotate(n=Count("id")).values_list("status", "n")
+    )
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+@dataclass
+class WorkerRow:
+    hostname: str
+    queues: list[str]
+    pid: int
+    concurrency: int
+    pool: str
+    last_seen_at: Any
+    online: bool
+
+
+@dataclass
+class QueueRow:
+    name: str
+    depth: int | None  # messages waiting in the broker (None: cannot tell)
+    queued_jobs: int  # Job rows waiting on this queue
+    consumers: list[str] = field(default_factory=list)
+
+    @property
+    def orphaned(self) -> bool:
+        return self.queued_jobs > 0 and not self.consumers
+
+
+def workers_online(*, now=None) -> list[WorkerRow]:
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.STEPLAB_WORKER_ONLINE_SECONDS)
+    rows = []
+    for w in WorkerPresence.objects.all():
+        online = w.stopped_at is None and w.last_seen_at >= cutoff
+        rows.append(
+            WorkerRow(
+                w.hostname, list(w.queues), w.pid, w.concurrency, w.pool, w.last_seen_at, online
+            )
+        )
+    rows.sort(key=lambda r: (not r.online, r.hostname))
+    return rows
+
+
+def broker_queue_depths(queues: list[str]) -> dict[str, int | None]:
+    """Messages waiting in the broker per queue: Redis lists, or files of the filesystem broker."""
+    url = settings.CELERY_BROKER_URL
+    depths: dict[str, int | None] = dict.fromkeys(queues)
+    try:
+        if url.startswith(("redis://", "rediss://")):
+            import redis
+
+            client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+            try:
+                for q in queues:
+                    depths[q] = int(client.llen(q))
+            finally:
+                client.close()
+        elif url.startswith("filesystem://"):
+            folder = Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"])
+            names = [p.name for p in folder.iterdir()] if folder.exists() else []
+            for q in queues:
+                depths[q] = sum(1 for n in names if n.partition(".")[2] == f"{q}.msg")
+    except Exception:
+        logger.warning("could not read queue depths from the broker", exc_info=True)
+    return depths
+
+
+def queue_overview() -> tuple[list[QueueRow], list[WorkerRow]]:
+    workers = workers_online()
+    queues = list(settings.STEPLAB_QUEUES)
+    queued = dict(
+        Job.objects.filter(status=JobStatus.QUEUED)
+        .values_list("queue")
+        .annotate(n=Count("id"))
+        .values_list("queue", "n")
+    )
+    for q in queued:
+        if q not in queues:
+            queues.append(q)
+    depths = broker_queue_depths(queues)
+    rows = []
+    for q in queues:
+        consumers = [w.hostname for w in workers if w.online and q in w.queues]
+        rows.append(QueueRow(q, depths.get(q), int(queued.get(q, 0)), consumers))
+    return rows, workers
+
+
+def queue_warning_for(job: Job, queue_rows: list[QueueRow] | None = None) -> str:
+    """A warning when a queued job waits on a queue that no online worker consumes."""
+    if job.status != JobStatus.QUEUED:
+        return ""
+    if queue_rows is None:
+        queue_rows, _ = queue_overview()
+    row = next((r for r in queue_rows if r.name == job.queue), None)
+    if row is None or not row.consumers:
+        return (
+            f"No online worker consumes the '{job.queue}' queue, so this job will wait. Start one: "
+            f"celery -A webapp.config worker -Q {job.queue}"
+        )
+    return ""
+
+
+def dashboard_summary() -> dict[str, Any]:
+    counts = dict(
+        Job.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n")
+    )
+    return {
+        "running": counts.get(JobStatus.RUNNING, 0),
+        "queued": counts.get(JobStatus.QUEUED, 0),
+        "failed": counts.get(JobStatus.FAILED, 0),
+        "succeeded": counts.get(JobStatus.SUCCEEDED, 0),
+        "recent": list(
+            Job.objects.select_related("user")
+            .filter(parent__isnull=True)
+            .order_by("-created_at", "-id")[:8]
+        ),
+    }
+
+
+def job_kind_label(name: str) -> str:
+    kind = find_kind(name)
+    return kind.label if kind else name
+
+
+def terminal_statuses() -> frozenset[str]:
+    return TERMINAL_STATUSES

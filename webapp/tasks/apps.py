@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TasksConfig(AppConfig):
+    name = "webapp.tasks"
+    label = "tasks"

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TrajectoriesConfig(AppConfig):
+    name = "webapp.trajectories"
+    label = "trajectories"

@@ -1,0 +1,1 @@
+"""Celery tasks: thin wrappers that load a Job row, call a webapp service and report progress."""
