@@ -368,7 +368,12 @@ def serve(host: str, port: int, concurrency: int) -> None:
     click.echo("migrations applied")
     for line in seed_all():
         click.echo(line)
-    admin = ensure_local_admin(var_dir=settings.VAR_DIR)
+    from webapp.common.errors import ApplicationError
+
+    try:
+        admin = ensure_local_admin(var_dir=settings.VAR_DIR)
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
     if admin.created and admin.password_file:
         click.echo(f"created admin '{admin.username}'; its password is in {admin.password_file}")
     elif admin.created:

@@ -71,21 +71,32 @@ def ensure_local_admin(*, var_dir: Path) -> AdminResult:
     """
     User = get_user_model()
     username = os.environ.get("STEPLAB_ADMIN_USERNAME", "admin").strip() or "admin"
-    if (
-        User.objects.filter(role=Role.ADMIN).exists()
-        or User.objects.filter(is_superuser=True).exists()
-    ):
+    if User.objects.filter(role=Role.ADMIN).exists() or User.objects.filter(is_superuser=True).exists():
         return AdminResult(False, username, None)
+    if User.objects.filter(username__iexact=username).exists():
+        raise ApplicationError(
+            f"A non-admin user named {username!r} exists, so the first admin cannot take that name. "
+            "Set STEPLAB_ADMIN_USERNAME to another name, or give that user the admin role "
+            "('steplab manage shell')."
+        )
     password = os.environ.get("STEPLAB_ADMIN_PASSWORD", "")
     password_file = None
-    if not password:
+    user = User(username=username, role=Role.ADMIN, is_staff=True, is_superuser=True)
+    if password:
+        try:
+            validate_password(password, user=user)
+        except ValidationError as exc:
+            raise ApplicationError("STEPLAB_ADMIN_PASSWORD is rejected: " + " ".join(exc.messages)) from None
+    else:
         password = secrets.token_urlsafe(16)
         var_dir.mkdir(parents=True, exist_ok=True)
         password_file = var_dir / "admin-password.txt"
-        password_file.write_text(f"username: {username}\npassword: {password}\n")
-        password_file.chmod(0o600)
+        # Created with mode 600 from the start: never readable by others, not even briefly.
+        password_file.unlink(missing_ok=True)
+        fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"username: {username}\npassword: {password}\n")
     with transaction.atomic():
-        user = User(username=username, role=Role.ADMIN, is_staff=True, is_superuser=True)
         user.set_password(password)
         user.save()
     return AdminResult(True, username, password_file)

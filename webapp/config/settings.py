@@ -187,6 +187,8 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = DEBUG
+if DEBUG:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing root
 
 # --- security (check --deploy is clean when DEBUG=0) ---------------------------------------
 SESSION_COOKIE_HTTPONLY = True

@@ -1,0 +1,75 @@
+"""The steplab command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+STEPLAB = str(Path(sys.executable).parent / "steplab")
+
+pytestmark = pytest.mark.sqlite
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([STEPLAB, *args], cwd=REPO, capture_output=True, text=True, env=env or dict(os.environ), check=False, timeout=120)
+
+
+def test_help_lists_the_commands():
+    proc = _run("--help")
+    assert proc.returncode == 0, proc.stderr
+    for command in ("check", "serve", "jobs", "worker", "seed", "version"):
+        assert command in proc.stdout
+
+
+def test_file_only_commands_run_without_a_database():
+    env = dict(os.environ, DATABASE_URL="postgres://nobody@127.0.0.1:1/nothing")
+    proc = _run("version", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("steplab ")
+
+
+def test_check_prints_the_system_report(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["STEPLAB_VAR_DIR"] = str(tmp_path)  # the embedded SQLite default
+    proc = _run("check", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in ("database", "broker", "bubblewrap", "podman", "chromium", "torch", "data dir"):
+        assert f"  {name}" in proc.stdout, f"{name} missing from:\n{proc.stdout}"
+
+
+def test_check_fails_clearly_when_the_database_is_unreachable():
+    env = dict(os.environ, DATABASE_URL="postgres://nobody@127.0.0.1:1/nothing")
+    proc = _run("check", env=env)
+    assert proc.returncode == 1
+    assert "database" in proc.stdout and "error" in proc.stdout
+    assert "check DATABASE_URL" in proc.stdout
+
+
+@pytest.mark.django_db
+def test_jobs_commands_show_and_cancel(transactional_db):
+    from webapp.jobs.models import Job, JobStatus
+
+    job = Job.objects.create(kind="diagnostic", celery_task_id="t", message="Waiting for a worker.")
+    from django.db import connection
+
+    env = dict(os.environ)
+    if connection.vendor == "postgresql":
+        db = connection.settings_dict
+        env["DATABASE_URL"] = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    else:
+        env["STEPLAB_SQLITE_PATH"] = str(connection.settings_dict["NAME"])
+    listed = _run("jobs", "list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert f"{job.pk:>6}  diagnostic" in listed.stdout
+    cancelled = _run("jobs", "cancel", str(job.pk), env=env)
+    assert cancelled.returncode == 0, cancelled.stderr
+    job.refresh_from_db()
+    assert job.status == JobStatus.CANCELLED
+    missing = _run("jobs", "show", "999999", env=env)
+    assert missing.returncode != 0
+    assert "no job 999999" in missing.stderr
