@@ -16,7 +16,15 @@ pytestmark = pytest.mark.sqlite
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([STEPLAB, *args], cwd=REPO, capture_output=True, text=True, env=env or dict(os.environ), check=False, timeout=120)
+    return subprocess.run(
+        [STEPLAB, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env or dict(os.environ),
+        check=False,
+        timeout=120,
+    )
 
 
 def test_help_lists_the_commands():
@@ -60,7 +68,9 @@ def test_jobs_commands_show_and_cancel(transactional_db):
     env = dict(os.environ)
     if connection.vendor == "postgresql":
         db = connection.settings_dict
-        env["DATABASE_URL"] = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        env["DATABASE_URL"] = (
+            f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        )
     else:
         env["STEPLAB_SQLITE_PATH"] = str(connection.settings_dict["NAME"])
     listed = _run("jobs", "list", env=env)

@@ -13,21 +13,34 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 HEAVY = ["torch", "transformers", "peft", "accelerate", "datasets"]
 # The parts of trainer_core that must stay light to import (later issues add envs, recording...).
-LIGHT_MODULES = ["trainer_core", "trainer_core.errors", "trainer_core.progress", "trainer_core.system"]
+LIGHT_MODULES = [
+    "trainer_core",
+    "trainer_core.errors",
+    "trainer_core.progress",
+    "trainer_core.system",
+]
 
 pytestmark = pytest.mark.sqlite
 
 
 def test_import_linter_contracts_are_kept():
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "lint-imports"), "--config", str(REPO / "pyproject.toml")],
+        [
+            str(Path(sys.executable).parent / "lint-imports"),
+            "--config",
+            str(REPO / "pyproject.toml"),
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
         check=False,
     )
     assert proc.returncode == 0, f"import contracts broken:\n{proc.stdout}\n{proc.stderr}"
-    for contract in ("trainer_core is a plain library", "webapp never imports workers", "layers run one way"):
+    for contract in (
+        "trainer_core is a plain library",
+        "webapp never imports workers",
+        "layers run one way",
+    ):
         assert contract in proc.stdout, f"contract {contract!r} is not checked:\n{proc.stdout}"
 
 
@@ -59,7 +72,9 @@ def test_importing_trainer_core_loads_no_training_stack_and_no_django():
         f"for name in {LIGHT_MODULES!r}: importlib.import_module(name)\n"
         f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY + ['django', 'celery', 'webapp', 'workers']!r})))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert loaded == [], f"importing trainer_core loaded {loaded}"
 

@@ -21,7 +21,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 def _free_port() -> int:
@@ -32,9 +32,16 @@ def _free_port() -> int:
 
 def _copy_tree(dest: Path) -> None:
     """What a fresh clone has: tracked files and untracked files git does not ignore."""
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
-    ).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, files):
         src = REPO / name
         if src.is_file():
@@ -48,7 +55,18 @@ def _clean_env(port: int) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("DATABASE_URL", "CELERY_", "STEPLAB_", "DJANGO_", "VIRTUAL_ENV", "PYTHONPATH", "SECRET_KEY", "DEBUG"))
+        if not k.startswith(
+            (
+                "DATABASE_URL",
+                "CELERY_",
+                "STEPLAB_",
+                "DJANGO_",
+                "VIRTUAL_ENV",
+                "PYTHONPATH",
+                "SECRET_KEY",
+                "DEBUG",
+            )
+        )
     }
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
     env["STEPLAB_PORT"] = str(port)
@@ -86,7 +104,9 @@ class Browserless:
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
         assert token, f"no CSRF token on {path}"
         data = urllib.parse.urlencode({"csrfmiddlewaretoken": token.group(1), **fields}).encode()
-        request = urllib.request.Request(self.base + path, data=data, headers={"Referer": self.base + path})
+        request = urllib.request.Request(
+            self.base + path, data=data, headers={"Referer": self.base + path}
+        )
         with self.opener.open(request, timeout=30) as resp:
             return resp.geturl(), resp.read().decode()
 
@@ -100,23 +120,36 @@ def test_readme_command_1_runs_the_app_on_a_fresh_copy_and_stops_cleanly(tmp_pat
     port = _free_port()
 
     proc = subprocess.Popen(  # noqa: S603
-        ["python3", "run.py"], cwd=clone, env=_clean_env(port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        ["python3", "run.py"],
+        cwd=clone,
+        env=_clean_env(port),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         start_new_session=True,  # its own process group, like a terminal's foreground job
     )
     output: list[str] = []
-    reader = threading.Thread(target=lambda: output.extend(line.decode(errors="replace") for line in proc.stdout), daemon=True)
+    reader = threading.Thread(
+        target=lambda: output.extend(line.decode(errors="replace") for line in proc.stdout),
+        daemon=True,
+    )
     reader.start()
 
     def log() -> str:
         return "".join(output[-80:])
 
     try:
-        deadline = time.monotonic() + 900  # a fresh .venv: pip installs everything (from the local cache)
+        deadline = (
+            time.monotonic() + 900
+        )  # a fresh .venv: pip installs everything (from the local cache)
         while not any("Steplab is running at" in line for line in output):
             assert proc.poll() is None, f"run.py exited with {proc.returncode}:\n{log()}"
             assert time.monotonic() < deadline, f"no URL after 900s:\n{log()}"
             time.sleep(0.5)
-        url = next(line for line in output if "Steplab is running at" in line).split("at ", 1)[1].strip()
+        url = (
+            next(line for line in output if "Steplab is running at" in line)
+            .split("at ", 1)[1]
+            .strip()
+        )
         assert url == f"http://127.0.0.1:{port}/"
         password_line = next(line for line in output if "its password is in" in line)
         password_file = Path(password_line.split("its password is in", 1)[1].strip())
@@ -126,11 +159,20 @@ def test_readme_command_1_runs_the_app_on_a_fresh_copy_and_stops_cleanly(tmp_pat
         browser = Browserless(url.rstrip("/"))
         landed, _ = browser.get("/")
         assert "/login/" in landed, "anonymous visitors go to the login page"
-        landed, page = browser.post_form("/login/", {"username": creds["username"], "password": creds["password"]})
+        landed, page = browser.post_form(
+            "/login/", {"username": creds["username"], "password": creds["password"]}
+        )
         assert landed == url and "Dashboard" in page, "logged in and on the dashboard"
 
         landed, page = browser.post_form(
-            "/jobs/diagnostic/new/", {"steps": "4", "step_seconds": "0.1", "children": "0", "fail_at_step": "0", "report": "on"}
+            "/jobs/diagnostic/new/",
+            {
+                "steps": "4",
+                "step_seconds": "0.1",
+                "children": "0",
+                "fail_at_step": "0",
+                "report": "on",
+            },
         )
         match = re.search(r"/jobs/(\d+)/$", landed)
         assert match, f"expected the job page, got {landed}"

@@ -17,22 +17,42 @@ pytestmark = pytest.mark.sqlite
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "CELERY_", "STEPLAB_", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(
+            ("DATABASE_URL", "CELERY_", "STEPLAB_", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS")
+        )
+    }
     env.update(extra)
     return env
 
 
 def _manage(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, check=check)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=check,
+    )
 
 
 def _settings_value(expr: str, env: dict[str, str]) -> str:
     code = f"import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE','webapp.config.settings'); from django.conf import settings; print({expr})"
-    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
-    env = _clean_env(DEBUG="0", SECRET_KEY=secrets.token_urlsafe(64), ALLOWED_HOSTS="steplab.example.org", STEPLAB_VAR_DIR=str(tmp_path))
+    env = _clean_env(
+        DEBUG="0",
+        SECRET_KEY=secrets.token_urlsafe(64),
+        ALLOWED_HOSTS="steplab.example.org",
+        STEPLAB_VAR_DIR=str(tmp_path),
+    )
     proc = _manage("check", "--deploy", "--fail-level", "WARNING", env=env, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no issues" in proc.stdout
@@ -45,15 +65,22 @@ def test_production_without_a_secret_key_refuses_to_start(tmp_path):
 
 
 def test_a_bad_boolean_says_what_is_wrong(tmp_path):
-    proc = _manage("check", env=_clean_env(DEBUG="maybe", STEPLAB_VAR_DIR=str(tmp_path)), check=False)
+    proc = _manage(
+        "check", env=_clean_env(DEBUG="maybe", STEPLAB_VAR_DIR=str(tmp_path)), check=False
+    )
     assert proc.returncode != 0
     assert "DEBUG='maybe' is not a boolean" in proc.stderr
 
 
 def test_defaults_are_sqlite_in_var_with_wal_and_the_filesystem_broker(tmp_path):
     env = _clean_env(STEPLAB_VAR_DIR=str(tmp_path))
-    assert _settings_value("settings.DATABASES['default']['ENGINE']", env) == "django.db.backends.sqlite3"
-    assert _settings_value("settings.DATABASES['default']['NAME']", env) == str(tmp_path / "steplab.sqlite3")
+    assert (
+        _settings_value("settings.DATABASES['default']['ENGINE']", env)
+        == "django.db.backends.sqlite3"
+    )
+    assert _settings_value("settings.DATABASES['default']['NAME']", env) == str(
+        tmp_path / "steplab.sqlite3"
+    )
     assert _settings_value("settings.CELERY_BROKER_URL", env) == "filesystem://"
     assert _settings_value("settings.STEPLAB_DATA_DIR", env) == str(tmp_path / "data")
     proc = _manage("migrate", "--noinput", env=env)
@@ -84,7 +111,13 @@ def test_database_url_broker_url_and_data_dir_come_from_the_environment(tmp_path
 
 
 def test_no_model_change_lacks_a_migration(tmp_path):
-    proc = _manage("makemigrations", "--check", "--dry-run", env=_clean_env(STEPLAB_VAR_DIR=str(tmp_path)), check=False)
+    proc = _manage(
+        "makemigrations",
+        "--check",
+        "--dry-run",
+        env=_clean_env(STEPLAB_VAR_DIR=str(tmp_path)),
+        check=False,
+    )
     assert proc.returncode == 0, f"models changed without a migration:\n{proc.stdout}{proc.stderr}"
 
 
@@ -98,7 +131,9 @@ def test_every_migration_runs_on_postgresql_too():
     assert pending == [], f"unapplied migrations on {connection.vendor}: {pending}"
 
 
-test_every_migration_runs_on_postgresql_too = pytest.mark.django_db(test_every_migration_runs_on_postgresql_too)
+test_every_migration_runs_on_postgresql_too = pytest.mark.django_db(
+    test_every_migration_runs_on_postgresql_too
+)
 
 
 def test_task_routes_send_each_area_to_its_queue():
@@ -110,6 +145,13 @@ def test_task_routes_send_each_area_to_its_queue():
     from webapp.config.celery import app
 
     router = app.amqp.router
-    for name, queue in [("rollouts.run_episode", "rollouts"), ("judge.score", "judge"), ("gpu.train", "gpu"), ("jobs.diagnostic", "default")]:
+    for name, queue in [
+        ("rollouts.run_episode", "rollouts"),
+        ("judge.score", "judge"),
+        ("gpu.train", "gpu"),
+        ("jobs.diagnostic", "default"),
+    ]:
         route = router.route({}, name)
-        assert route["queue"].name == queue, f"{name} routed to {route['queue'].name}, expected {queue}"
+        assert route["queue"].name == queue, (
+            f"{name} routed to {route['queue'].name}, expected {queue}"
+        )

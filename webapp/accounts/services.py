@@ -71,7 +71,10 @@ def ensure_local_admin(*, var_dir: Path) -> AdminResult:
     """
     User = get_user_model()
     username = os.environ.get("STEPLAB_ADMIN_USERNAME", "admin").strip() or "admin"
-    if User.objects.filter(role=Role.ADMIN).exists() or User.objects.filter(is_superuser=True).exists():
+    if (
+        User.objects.filter(role=Role.ADMIN).exists()
+        or User.objects.filter(is_superuser=True).exists()
+    ):
         return AdminResult(False, username, None)
     if User.objects.filter(username__iexact=username).exists():
         raise ApplicationError(
@@ -86,7 +89,9 @@ def ensure_local_admin(*, var_dir: Path) -> AdminResult:
         try:
             validate_password(password, user=user)
         except ValidationError as exc:
-            raise ApplicationError("STEPLAB_ADMIN_PASSWORD is rejected: " + " ".join(exc.messages)) from None
+            raise ApplicationError(
+                "STEPLAB_ADMIN_PASSWORD is rejected: " + " ".join(exc.messages)
+            ) from None
     else:
         password = secrets.token_urlsafe(16)
         var_dir.mkdir(parents=True, exist_ok=True)

@@ -174,6 +174,22 @@ def queue_warning_for(job: Job, queue_rows: list[QueueRow] | None = None) -> str
     return ""
 
 
+def job_stale_warning(job: Job, *, now=None) -> str:
+    """A running job whose heartbeat is older than the limit: its worker has probably died."""
+    if job.status != JobStatus.RUNNING or job.awaiting_children:
+        return ""
+    last = job.heartbeat_at or job.started_at
+    if last is None:
+        return ""
+    silent = ((now or timezone.now()) - last).total_seconds()
+    if silent <= settings.STEPLAB_JOB_DEAD_AFTER_SECONDS:
+        return ""
+    return (
+        f"No heartbeat from {job.worker or 'its worker'} for {int(silent)}s: the worker has probably died. "
+        "A running worker re-queues or fails this job within seconds; if none is running, start one."
+    )
+
+
 def dashboard_summary() -> dict[str, Any]:
     counts = dict(
         Job.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n")

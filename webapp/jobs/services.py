@@ -332,7 +332,8 @@ def job_finish(
         if job.is_terminal or job.worker != worker:
             return job  # cancelled, or taken over by another worker meanwhile
         if status == JobStatus.SUCCEEDED and not message:
-            message = "Done."
+            # keep the work's own last word ("Ran 20 steps."), unless it was a progress line
+            message = job.message if job.message and job.progress >= 1.0 else "Done."
         _finish_locked(job, status=status, message=message, error=error, tb=tb)
     if job.parent_id:
         job_child_finished(child=job)

@@ -26,6 +26,7 @@ def _detail_context(job: Job) -> dict:
         "queue_warning": selectors.queue_warning_for(job, queue_rows)
         if job.status == "queued"
         else "",
+        "stale_warning": selectors.job_stale_warning(job),
     }
 
 

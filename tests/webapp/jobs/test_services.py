@@ -75,8 +75,12 @@ def test_guard_skips_terminal_jobs():
     assert services.job_start(job_id=job.pk, task_id="t", worker="a:1") is None
 
 
-def test_reaper_requeues_a_dead_resumable_job_and_leaves_live_ones(settings, django_capture_on_commit_callbacks):
-    dead = _running("gone:1", age=settings.STEPLAB_JOB_DEAD_AFTER_SECONDS + 10, state={"completed_steps": 7})
+def test_reaper_requeues_a_dead_resumable_job_and_leaves_live_ones(
+    settings, django_capture_on_commit_callbacks
+):
+    dead = _running(
+        "gone:1", age=settings.STEPLAB_JOB_DEAD_AFTER_SECONDS + 10, state={"completed_steps": 7}
+    )
     alive = _running("here:2", age=0.5)
     waiting_parent = _running("", age=3600, awaiting_children=True)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -92,7 +96,9 @@ def test_reaper_requeues_a_dead_resumable_job_and_leaves_live_ones(settings, dja
     alive.refresh_from_db()
     waiting_parent.refresh_from_db()
     assert alive.status == JobStatus.RUNNING
-    assert waiting_parent.status == JobStatus.RUNNING, "a parent waiting on children has no worker to die"
+    assert waiting_parent.status == JobStatus.RUNNING, (
+        "a parent waiting on children has no worker to die"
+    )
 
 
 def test_reaper_fails_a_dead_job_after_max_attempts_with_a_clear_message(settings):
@@ -107,7 +113,9 @@ def test_reaper_fails_a_dead_job_after_max_attempts_with_a_clear_message(setting
 
 
 def test_reaper_fails_dead_jobs_of_kinds_that_cannot_resume(settings):
-    kinds.register_kind(kinds.JobKind(name="oneshot-test", label="One shot", task_name="jobs.oneshot_test"))
+    kinds.register_kind(
+        kinds.JobKind(name="oneshot-test", label="One shot", task_name="jobs.oneshot_test")
+    )
     job = _running("gone:1", age=settings.STEPLAB_JOB_DEAD_AFTER_SECONDS + 10, kind="oneshot-test")
     services.jobs_reap_dead()
     job.refresh_from_db()
@@ -116,23 +124,33 @@ def test_reaper_fails_dead_jobs_of_kinds_that_cannot_resume(settings):
 
 
 def test_reaper_finishes_a_dead_job_that_was_being_cancelled_as_cancelled(settings):
-    job = _running("gone:1", age=settings.STEPLAB_JOB_DEAD_AFTER_SECONDS + 10, cancel_requested_at=timezone.now())
+    job = _running(
+        "gone:1",
+        age=settings.STEPLAB_JOB_DEAD_AFTER_SECONDS + 10,
+        cancel_requested_at=timezone.now(),
+    )
     services.jobs_reap_dead()
     job.refresh_from_db()
     assert job.status == JobStatus.CANCELLED
 
 
 def test_cancel_a_queued_job_ends_it_and_cascades_to_children(operator):
-    parent = Job.objects.create(kind=kinds.DIAGNOSTIC, status=JobStatus.RUNNING, awaiting_children=True, celery_task_id="p")
+    parent = Job.objects.create(
+        kind=kinds.DIAGNOSTIC, status=JobStatus.RUNNING, awaiting_children=True, celery_task_id="p"
+    )
     queued_child = Job.objects.create(kind=kinds.DIAGNOSTIC, parent=parent, celery_task_id="c1")
     running_child = _running("w:1", parent=parent)
-    done_child = Job.objects.create(kind=kinds.DIAGNOSTIC, parent=parent, status=JobStatus.SUCCEEDED)
+    done_child = Job.objects.create(
+        kind=kinds.DIAGNOSTIC, parent=parent, status=JobStatus.SUCCEEDED
+    )
     services.job_cancel(job=parent, user=operator)
     for job in (parent, queued_child, running_child, done_child):
         job.refresh_from_db()
     assert parent.status == JobStatus.CANCELLED
     assert queued_child.status == JobStatus.CANCELLED
-    assert running_child.status == JobStatus.RUNNING and running_child.cancel_requested_at is not None
+    assert (
+        running_child.status == JobStatus.RUNNING and running_child.cancel_requested_at is not None
+    )
     assert done_child.status == JobStatus.SUCCEEDED
     assert operator.username in parent.message
 
@@ -144,14 +162,18 @@ def test_cancel_a_finished_job_says_there_is_nothing_to_cancel():
 
 
 def test_the_last_child_to_finish_advances_the_parent(django_capture_on_commit_callbacks):
-    parent = Job.objects.create(kind=kinds.DIAGNOSTIC, status=JobStatus.RUNNING, worker="p:1", celery_task_id="p0")
+    parent = Job.objects.create(
+        kind=kinds.DIAGNOSTIC, status=JobStatus.RUNNING, worker="p:1", celery_task_id="p0"
+    )
     children = [_running(f"c:{i}", parent=parent, celery_task_id=f"c{i}") for i in range(3)]
     services.job_await_children(job_id=parent.pk, worker="p:1", next_stage="summarize")
     parent.refresh_from_db()
     assert parent.awaiting_children and parent.stage == "summarize" and parent.worker == ""
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         services.job_finish(job_id=children[0].pk, worker="c:0", status=JobStatus.SUCCEEDED)
-        services.job_finish(job_id=children[1].pk, worker="c:1", status=JobStatus.FAILED, error="boom")
+        services.job_finish(
+            job_id=children[1].pk, worker="c:1", status=JobStatus.FAILED, error="boom"
+        )
     parent.refresh_from_db()
     assert parent.awaiting_children and callbacks == [], "not advanced while a child runs"
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -162,8 +184,12 @@ def test_the_last_child_to_finish_advances_the_parent(django_capture_on_commit_c
     assert len(callbacks) == 1, "the parent's task is sent again, once"
 
 
-def test_children_that_end_before_the_parent_waits_still_advance_it(django_capture_on_commit_callbacks):
-    parent = Job.objects.create(kind=kinds.DIAGNOSTIC, status=JobStatus.RUNNING, worker="p:1", celery_task_id="p0")
+def test_children_that_end_before_the_parent_waits_still_advance_it(
+    django_capture_on_commit_callbacks,
+):
+    parent = Job.objects.create(
+        kind=kinds.DIAGNOSTIC, status=JobStatus.RUNNING, worker="p:1", celery_task_id="p0"
+    )
     Job.objects.create(kind=kinds.DIAGNOSTIC, parent=parent, status=JobStatus.SUCCEEDED)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         services.job_await_children(job_id=parent.pk, worker="p:1", next_stage="next")
@@ -193,7 +219,9 @@ def test_progress_writes_are_throttled_but_checkpoints_are_not():
     job.refresh_from_db()
     assert job.message == "step 49"
     assert job.state == {"completed_steps": 49}
-    assert list(JobMetricPoint.objects.filter(job=job).values_list("step", flat=True)) == list(range(1, 50))
+    assert list(JobMetricPoint.objects.filter(job=job).values_list("step", flat=True)) == list(
+        range(1, 50)
+    )
 
 
 def test_progress_raises_when_cancel_was_requested_or_the_job_was_taken_over():
@@ -219,7 +247,12 @@ def test_eta_and_series_for_the_job_page():
     job = _running("w:1", age=10.0, progress=0.25)
     eta = selectors.job_eta_seconds(job)
     assert eta == pytest.approx(30.0, rel=0.05)
-    JobMetricPoint.objects.bulk_create([JobMetricPoint(job=job, step=s, values={"loss": 1 / s, "acc": s / 10}) for s in range(1, 6)])
+    JobMetricPoint.objects.bulk_create(
+        [
+            JobMetricPoint(job=job, step=s, values={"loss": 1 / s, "acc": s / 10})
+            for s in range(1, 6)
+        ]
+    )
     series = selectors.job_metric_series(job)
     assert series["steps"] == [1, 2, 3, 4, 5]
     assert series["series"]["acc"] == [0.1, 0.2, 0.3, 0.4, 0.5]
@@ -227,8 +260,12 @@ def test_eta_and_series_for_the_job_page():
 
 def test_a_queued_job_on_a_queue_no_worker_consumes_is_warned_about():
     now = timezone.now()
-    WorkerPresence.objects.create(hostname="cpu@h", queues=["default", "rollouts"], started_at=now, last_seen_at=now)
-    WorkerPresence.objects.create(hostname="old@h", queues=["gpu"], started_at=now, last_seen_at=now - timedelta(hours=1))
+    WorkerPresence.objects.create(
+        hostname="cpu@h", queues=["default", "rollouts"], started_at=now, last_seen_at=now
+    )
+    WorkerPresence.objects.create(
+        hostname="old@h", queues=["gpu"], started_at=now, last_seen_at=now - timedelta(hours=1)
+    )
     stuck = Job.objects.create(kind=kinds.DIAGNOSTIC, queue="gpu")
     fine = Job.objects.create(kind=kinds.DIAGNOSTIC, queue="default")
     rows, workers = selectors.queue_overview()

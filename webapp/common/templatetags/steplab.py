@@ -38,3 +38,13 @@ def elapsed(job) -> str:
 
         end = timezone.now()
     return duration((end - job.started_at).total_seconds())
+
+
+@register.filter
+def ago(moment) -> str:
+    """Seconds-precise 'how long ago' for live pages: '3s ago', '2m 5s ago'."""
+    if not moment:
+        return "—"
+    from django.utils import timezone
+
+    return f"{duration(max(0.0, (timezone.now() - moment).total_seconds()))} ago"
