@@ -21,3 +21,7 @@ class EnvironmentUnavailable(SteplabError):
 
 class TransientError(SteplabError):
     """A failure worth retrying (a network blip, a rate limit)."""
+
+
+class SandboxError(SteplabError):
+    """A sandbox operation failed: a setup command, a path outside the workspace, a bad call."""

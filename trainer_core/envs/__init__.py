@@ -1,0 +1,57 @@
+"""Environments: the protocol (``AgentEnv``, ``TimeStep``), wrappers, the registry and
+Steplab's own environments, registered on import::
+
+    from trainer_core.envs import make
+    env = make("steplab/arithmetic")
+"""
+
+from trainer_core.envs.core import Action, AgentEnv, TimeStep, ToolSpec, parse_action
+from trainer_core.envs.registry import EnvSpec, UnknownEnvironment, list_envs, make, register, spec
+
+__all__ = [
+    "Action",
+    "AgentEnv",
+    "EnvSpec",
+    "TimeStep",
+    "ToolSpec",
+    "UnknownEnvironment",
+    "list_envs",
+    "make",
+    "parse_action",
+    "register",
+    "spec",
+]
+
+
+def _register_builtins() -> None:
+    register(
+        "steplab/sandbox",
+        "trainer_core.envs.coding:CodingEnv",
+        domain="coding",
+        max_steps=40,
+        description="A repository in a sandbox; read, edit, run; hidden tests run at submit.",
+    )
+    for domain, steps, what in [
+        ("conversation", 20, "Answer a user with stats, search and messaging tools."),
+        ("engineering", 25, "Investigate files and a knowledge base, then report."),
+        ("advisory", 20, "Advise from a knowledge base."),
+        ("discussion", 15, "Argue from a knowledge base."),
+    ]:
+        register(
+            f"steplab/{domain}",
+            "trainer_core.envs.dialogue:DialogueEnv",
+            domain=domain,
+            kwargs={"domain": domain},
+            max_steps=steps,
+            description=what,
+        )
+    register(
+        "steplab/arithmetic",
+        "trainer_core.envs.arithmetic:ArithmeticEnv",
+        domain="arithmetic",
+        max_steps=6,
+        description="Compute with a calculator, then submit; tasks generated from a seed.",
+    )
+
+
+_register_builtins()
