@@ -83,3 +83,28 @@ def test_jobs_commands_show_and_cancel(transactional_db):
     missing = _run("jobs", "show", "999999", env=env)
     assert missing.returncode != 0
     assert "no job 999999" in missing.stderr
+
+
+def test_schema_prints_the_trajectory_json_schema_without_a_database():
+    import json
+
+    env = dict(os.environ, DATABASE_URL="postgres://nobody@127.0.0.1:1/nothing")
+    proc = _run("schema", env=env)
+    assert proc.returncode == 0, proc.stderr
+    schema = json.loads(proc.stdout)
+    assert schema["title"] == "Trajectory"
+    assert {"schema_version", "steps", "outcome", "task"} <= set(schema["properties"])
+
+
+def test_validate_tasks_names_the_line_and_field(tmp_path):
+    good = tmp_path / "good.jsonl"
+    good.write_text(
+        '{"id": "a", "prompt": "What is 2+2?", "expected_answer": 4, "checker": "number"}\n'
+    )
+    proc = _run("validate-tasks", str(good))
+    assert proc.returncode == 0 and "1 valid task" in proc.stdout
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "prompt": "ok"}\n{"id": "b"}\n')
+    proc = _run("validate-tasks", str(bad))
+    assert proc.returncode != 0
+    assert "line 2" in proc.stderr and "prompt" in proc.stderr

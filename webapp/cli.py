@@ -87,6 +87,27 @@ def version() -> None:
     click.echo(f"steplab {trainer_core.__version__}")
 
 
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of the canonical trajectory (no database needed)."""
+    from trainer_core.recording.schema import trajectory_json_schema_text
+
+    click.echo(trajectory_json_schema_text())
+
+
+@main.command("validate-tasks")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+def validate_tasks(path: str) -> None:
+    """Check a task file (JSONL or YAML) without importing it (no database needed)."""
+    from trainer_core.tasks.files import TaskFileError, load_tasks
+
+    try:
+        loaded = load_tasks(path)
+    except TaskFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{path}: {len(loaded.tasks)} valid task(s)")
+
+
 # --- database commands ----------------------------------------------------------------------
 
 
