@@ -108,3 +108,28 @@ def test_validate_tasks_names_the_line_and_field(tmp_path):
     proc = _run("validate-tasks", str(bad))
     assert proc.returncode != 0
     assert "line 2" in proc.stderr and "prompt" in proc.stderr
+
+
+@pytest.mark.django_db
+def test_tasks_import_is_all_or_nothing_from_the_cli(transactional_db, tmp_path):
+    from django.db import connection
+
+    from webapp.tasks.models import TaskSet
+
+    env = dict(os.environ)
+    if connection.vendor == "postgresql":
+        db = connection.settings_dict
+        env["DATABASE_URL"] = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    else:
+        env["STEPLAB_SQLITE_PATH"] = str(connection.settings_dict["NAME"])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "prompt": "ok"}\n{"id": "b", "prompt": 5}\n')
+    proc = _run("tasks", "import", str(bad), "--set", "cli-set", env=env)
+    assert proc.returncode != 0 and "line 2" in proc.stderr
+    assert not TaskSet.objects.filter(name="cli-set").exists()
+    good = tmp_path / "good.yaml"
+    good.write_text("task_set:\n  name: cli-set\ntasks:\n  - id: a\n    prompt: What is 1+1?\n    expected_answer: 2\n    checker: number\n")
+    proc = _run("tasks", "import", str(good), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "imported 1 task(s) into 'cli-set'" in proc.stdout
+    assert TaskSet.objects.get(name="cli-set").tasks.count() == 1

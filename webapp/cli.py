@@ -262,6 +262,46 @@ def jobs_reap() -> None:
     )
 
 
+@main.group()
+def tasks() -> None:
+    """Import and list agent tasks."""
+
+
+@_group_db_command(tasks, "import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--set",
+    "set_name",
+    default="",
+    help="Task set to import into (default: the file's task_set.name).",
+)
+def tasks_import(path: str, set_name: str) -> None:
+    """Import a task file (JSONL or YAML). All or nothing: errors name the line and field."""
+    from webapp.common.errors import ApplicationError
+    from webapp.tasks.services import task_set_import
+
+    fmt = "yaml" if path.endswith((".yaml", ".yml")) else None
+    try:
+        task_set, count = task_set_import(
+            text=Path(path).read_text(encoding="utf-8"), name=set_name, fmt=fmt
+        )
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(f"imported {count} task(s) into {task_set.name!r}")
+
+
+@_group_db_command(tasks, "list")
+@click.option("--domain", default="")
+def tasks_list(domain: str) -> None:
+    """Task sets and their sizes."""
+    from webapp.tasks.selectors import task_set_list
+
+    for task_set in task_set_list(domain=domain):
+        click.echo(
+            f"{task_set.name:<28} {task_set.domain:<14} {task_set.task_count:>6} tasks  {task_set.environment}"
+        )
+
+
 # --- running the app ------------------------------------------------------------------------
 
 

@@ -11,6 +11,8 @@ urlpatterns = [
     path("logout/", account_views.logout, name="logout"),
     path("accounts/", include("webapp.accounts.urls")),
     path("jobs/", include("webapp.jobs.urls")),
+    path("tasks/", include("webapp.tasks.urls")),
+    path("domains/", include("webapp.domains.urls")),
 ]
 
 # Areas whose issues have not landed yet get a page that says so (no dead links).

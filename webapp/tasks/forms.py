@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from django import forms
+
+
+class TaskImportForm(forms.Form):
+    name = forms.CharField(
+        max_length=120,
+        required=False,
+        help_text="Task set to import into (new or existing). Empty: the file's task_set.name.",
+    )
+    file = forms.FileField(
+        required=False, help_text="A .jsonl, .yaml or .yml task file (see docs/task-format.md)."
+    )
+    text = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 10, "class": "code"}),
+        required=False,
+        help_text="…or paste the file's content here.",
+    )
+
+    def clean(self):
+        data = super().clean()
+        upload = data.get("file")
+        if not upload and not data.get("text", "").strip():
+            raise forms.ValidationError("Choose a file or paste its content.")
+        if upload is not None:
+            if upload.size > 20 * 1024 * 1024:
+                raise forms.ValidationError("The file is larger than 20 MB; split it.")
+            try:
+                data["content"] = upload.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise forms.ValidationError("The file is not UTF-8 text.") from None
+            name = upload.name.lower()
+            data["fmt"] = (
+                "yaml"
+                if name.endswith((".yaml", ".yml"))
+                else "jsonl"
+                if name.endswith((".jsonl", ".json"))
+                else None
+            )
+        else:
+            data["content"] = data["text"]
+            data["fmt"] = None
+        return data
+
+
+class TaskEditForm(forms.Form):
+    data = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 30, "class": "code"}),
+        help_text="The task as JSON (every field of the task format).",
+    )

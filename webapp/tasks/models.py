@@ -1,0 +1,51 @@
+"""Agent tasks and task sets. (Celery code never lives here: see workers/.)"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class TaskSet(models.Model):
+    class Source(models.TextChoices):
+        BUILTIN = "builtin", "Built in"
+        IMPORT = "import", "Imported"
+
+    name = models.CharField(max_length=120, unique=True)
+    description = models.TextField(blank=True)
+    domain = models.CharField(max_length=64, db_index=True, blank=True)
+    environment = models.CharField(max_length=120, blank=True)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.IMPORT)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Task(models.Model):
+    task_set = models.ForeignKey(TaskSet, on_delete=models.CASCADE, related_name="tasks")
+    external_id = models.CharField(max_length=200)
+    domain = models.CharField(max_length=64, db_index=True)
+    environment = models.CharField(max_length=120, blank=True)
+    prompt = models.TextField()
+    checker = models.CharField(max_length=64, blank=True)
+    # The whole task as trainer_core.tasks.model.Task validates it.
+    data = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["task_set", "external_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["task_set", "external_id"], name="task_set_external_id")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_set.name}/{self.external_id}"

@@ -1,0 +1,148 @@
+"""Task services: import task files (all or nothing), edit tasks, seed the built-in suites."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from trainer_core.tasks.files import TaskFileError, load_tasks
+from trainer_core.tasks.model import Task as TaskSpec
+from webapp.common.errors import ApplicationError
+from webapp.tasks.models import Task, TaskSet
+
+
+def _row_fields(spec: TaskSpec, fallback_environment: str) -> dict[str, Any]:
+    data = spec.model_dump(mode="json", exclude_defaults=False)
+    return {
+        "domain": spec.domain,
+        "environment": spec.environment or fallback_environment,
+        "prompt": spec.prompt,
+        "checker": spec.checker,
+        "data": data,
+    }
+
+
+def task_set_import(
+    *,
+    text: str,
+    name: str = "",
+    user=None,
+    fmt: str | None = None,
+    description: str = "",
+    source_name: str = "",
+) -> tuple[TaskSet, int]:
+    """Import a task file (JSONL or YAML text) into the task set ``name`` (new, or existing:
+    tasks are added, and an id that is already there is an error). Nothing is written unless
+    every task is valid."""
+    try:
+        loaded = load_tasks(text, fmt=fmt)
+    except TaskFileError as exc:
+        raise ApplicationError(
+            str(exc), extra={"problems": [tuple(p) for p in exc.problems]}
+        ) from None
+    set_name = (name or loaded.name or "").strip()
+    if not set_name:
+        raise ApplicationError("Name the task set (the file has no task_set.name).")
+    missing_ids = [i for i, t in enumerate(loaded.tasks, 1) if not t.id]
+    if missing_ids:
+        raise ApplicationError(
+            f"Every task needs an id to be stored; tasks {missing_ids[:10]} have none."
+        )
+    with transaction.atomic():
+        task_set, created = TaskSet.objects.get_or_create(
+            name=set_name,
+            defaults={
+                "description": description or loaded.description,
+                "domain": loaded.domain or (loaded.tasks[0].domain if loaded.tasks else ""),
+                "environment": loaded.tasks[0].environment if loaded.tasks else "",
+                "source": TaskSet.Source.IMPORT,
+                "created_by": user if getattr(user, "is_authenticated", False) else None,
+            },
+        )
+        if not created and task_set.source == TaskSet.Source.BUILTIN:
+            raise ApplicationError(
+                f"{set_name!r} is a built-in task set; import into a new set name."
+            )
+        existing = set(
+            task_set.tasks.filter(external_id__in=[t.id for t in loaded.tasks]).values_list(
+                "external_id", flat=True
+            )
+        )
+        if existing:
+            shown = ", ".join(sorted(existing)[:10])
+            raise ApplicationError(
+                f"Task set {set_name!r} already has tasks with these ids: {shown}. Nothing was imported."
+            )
+        Task.objects.bulk_create(
+            [
+                Task(task_set=task_set, external_id=t.id, **_row_fields(t, task_set.environment))
+                for t in loaded.tasks
+            ]
+        )
+    return task_set, len(loaded.tasks)
+
+
+def task_update(*, task: Task, data: dict[str, Any]) -> Task:
+    """An operator's edit of one task: validated like an imported one."""
+    from pydantic import ValidationError
+
+    try:
+        spec = TaskSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ApplicationError(f"Invalid task: {problems}.") from None
+    if spec.id != task.external_id:
+        if (
+            Task.objects.filter(task_set=task.task_set, external_id=spec.id)
+            .exclude(pk=task.pk)
+            .exists()
+        ):
+            raise ApplicationError(
+                f"Another task in {task.task_set.name!r} already has the id {spec.id!r}."
+            )
+        task.external_id = spec.id
+    for key, value in _row_fields(spec, task.task_set.environment).items():
+        setattr(task, key, value)
+    task.save()
+    return task
+
+
+def task_sets_seed_builtin() -> str:
+    """Load the built-in suites as task sets; re-running updates them in place."""
+    from trainer_core.tasks.suites import builtin_suites
+
+    counts = []
+    for suite in builtin_suites().values():
+        with transaction.atomic():
+            task_set, _ = TaskSet.objects.update_or_create(
+                name=suite.name,
+                defaults={
+                    "description": suite.description,
+                    "domain": suite.domain,
+                    "environment": suite.environment,
+                    "source": TaskSet.Source.BUILTIN,
+                },
+            )
+            present = {row.external_id: row for row in task_set.tasks.all()}
+            new_rows, changed = [], []
+            for spec in suite.tasks:
+                fields = _row_fields(spec, suite.environment)
+                row = present.pop(spec.id, None)
+                if row is None:
+                    new_rows.append(Task(task_set=task_set, external_id=spec.id, **fields))
+                elif row.data != fields["data"]:
+                    for key, value in fields.items():
+                        setattr(row, key, value)
+                    changed.append(row)
+            Task.objects.bulk_create(new_rows, batch_size=500)
+            if changed:
+                Task.objects.bulk_update(
+                    changed, ["domain", "environment", "prompt", "checker", "data"], batch_size=500
+                )
+            if present:
+                Task.objects.filter(pk__in=[r.pk for r in present.values()]).delete()
+        counts.append(f"{suite.name} {len(suite.tasks)}")
+    return ", ".join(counts)

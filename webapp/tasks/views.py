@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+
+from webapp.accounts.permissions import Need, requires
+from webapp.common.errors import ApplicationError
+from webapp.tasks import selectors, services
+from webapp.tasks.forms import TaskEditForm, TaskImportForm
+from webapp.tasks.models import Task, TaskSet
+
+
+@requires(Need.READ)
+def task_sets(request):
+    domain = request.GET.get("domain", "")
+    context = {
+        "active_area": "tasks",
+        "sets": selectors.task_set_list(domain=domain),
+        "domains": selectors.domains_in_use(),
+        "domain": domain,
+    }
+    return render(request, "tasks/sets.html", context)
+
+
+@requires(Need.READ)
+def task_set_detail(request, pk: int):
+    task_set = get_object_or_404(TaskSet, pk=pk)
+    query = request.GET.get("q", "").strip()
+    page = Paginator(selectors.task_list(task_set=task_set, query=query), 50).get_page(
+        request.GET.get("page")
+    )
+    return render(
+        request,
+        "tasks/set_detail.html",
+        {"active_area": "tasks", "task_set": task_set, "page": page, "q": query},
+    )
+
+
+@requires(Need.READ)
+def task_detail(request, pk: int):
+    task = get_object_or_404(Task.objects.select_related("task_set"), pk=pk)
+    data = task.data
+    context = {
+        "active_area": "tasks",
+        "task": task,
+        "data": data,
+        "reference": data.get("reference_solution") or [],
+        "files": sorted((data.get("files") or {}).items()),
+        "hidden": sorted(((data.get("metadata") or {}).get("hidden_files") or {}).keys()),
+    }
+    return render(request, "tasks/task_detail.html", context)
+
+
+@requires(Need.OPERATE)
+def task_edit(request, pk: int):
+    task = get_object_or_404(Task.objects.select_related("task_set"), pk=pk)
+    form = TaskEditForm(
+        request.POST or None, initial={"data": json.dumps(task.data, indent=2, ensure_ascii=False)}
+    )
+    if request.method == "POST" and form.is_valid():
+        try:
+            data = json.loads(form.cleaned_data["data"])
+            if not isinstance(data, dict):
+                raise ApplicationError("The task must be a JSON object.")
+            services.task_update(task=task, data=data)
+        except json.JSONDecodeError as exc:
+            form.add_error("data", f"Not valid JSON: {exc}")
+        except ApplicationError as exc:
+            form.add_error("data", exc.message)
+        else:
+            messages.success(request, f"Saved {task.external_id}.")
+            return redirect("tasks:detail", pk=task.pk)
+    return render(
+        request, "tasks/task_edit.html", {"active_area": "tasks", "task": task, "form": form}
+    )
+
+
+@requires(Need.OPERATE)
+def task_import(request):
+    form = TaskImportForm(request.POST or None, request.FILES or None)
+    problems = []
+    if request.method == "POST" and form.is_valid():
+        try:
+            task_set, count = services.task_set_import(
+                text=form.cleaned_data["content"],
+                name=form.cleaned_data["name"],
+                user=request.user,
+                fmt=form.cleaned_data["fmt"],
+            )
+        except ApplicationError as exc:
+            problems = exc.extra.get("problems", [])
+            form.add_error(
+                None,
+                exc.message
+                if not problems
+                else f"{len(problems)} problem(s); nothing was imported.",
+            )
+        else:
+            messages.success(request, f"Imported {count} task(s) into {task_set.name}.")
+            return redirect("tasks:set", pk=task_set.pk)
+    return render(
+        request, "tasks/import.html", {"active_area": "tasks", "form": form, "problems": problems}
+    )
