@@ -119,7 +119,9 @@ def test_tasks_import_is_all_or_nothing_from_the_cli(transactional_db, tmp_path)
     env = dict(os.environ)
     if connection.vendor == "postgresql":
         db = connection.settings_dict
-        env["DATABASE_URL"] = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        env["DATABASE_URL"] = (
+            f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        )
     else:
         env["STEPLAB_SQLITE_PATH"] = str(connection.settings_dict["NAME"])
     bad = tmp_path / "bad.jsonl"
@@ -128,7 +130,9 @@ def test_tasks_import_is_all_or_nothing_from_the_cli(transactional_db, tmp_path)
     assert proc.returncode != 0 and "line 2" in proc.stderr
     assert not TaskSet.objects.filter(name="cli-set").exists()
     good = tmp_path / "good.yaml"
-    good.write_text("task_set:\n  name: cli-set\ntasks:\n  - id: a\n    prompt: What is 1+1?\n    expected_answer: 2\n    checker: number\n")
+    good.write_text(
+        "task_set:\n  name: cli-set\ntasks:\n  - id: a\n    prompt: What is 1+1?\n    expected_answer: 2\n    checker: number\n"
+    )
     proc = _run("tasks", "import", str(good), env=env)
     assert proc.returncode == 0, proc.stderr
     assert "imported 1 task(s) into 'cli-set'" in proc.stdout

@@ -25,8 +25,17 @@ from trainer_core.tasks.model import Task
 _WORD = re.compile(r"[a-z0-9]+")
 
 
+def _stem(word: str) -> str:
+    """A light stemmer so 'passwords' finds 'password' and 'queries' finds 'query'."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
 def _words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
+    return {_stem(w) for w in _WORD.findall(text.lower())}
 
 
 def _documents(raw: Any) -> list[dict[str, str]]:
@@ -56,10 +65,12 @@ def _search(docs: list[dict[str, str]], query: str, limit: int = 3) -> list[dict
 
 
 class DialogueEnv(ProfileEnv):
-    def __init__(self, domain: str = "conversation"):
+    def __init__(self, domain: str = "conversation", command_timeout: float = 20.0):
         super().__init__(get_profile(domain))
         self.notes: list[str] = []
         self.messages: list[dict[str, str]] = []
+        self.command_timeout = command_timeout
+        self._sandbox = None  # made on the first bash/git call, from the task's files
 
     def _reset(self, *, task: Task | None, seed: int | None) -> TimeStep:
         if task is None:
@@ -68,6 +79,7 @@ class DialogueEnv(ProfileEnv):
         meta = task.metadata or {}
         self.notes = [str(n) for n in meta.get("notes", [])]
         self.messages = []
+        self._close_sandbox()
         return TimeStep(observation=task.prompt, info={"task_id": task.id})
 
     @property
@@ -166,6 +178,61 @@ class DialogueEnv(ProfileEnv):
             observation="\n".join(hits[:200]) or "(no matches)",
             info={"exit_code": 0 if hits else 1},
         )
+
+    # --- commands over the task's files (engineering) --------------------------------------------
+
+    def _sandbox_for_task(self):
+        if self._sandbox is None:
+            from trainer_core.sandboxes.base import SandboxLimits
+            from trainer_core.sandboxes.local import LocalSandbox
+
+            task = self.task
+            sandbox = LocalSandbox(
+                SandboxLimits(wall_seconds=self.command_timeout),
+                files=task.files if task else {},
+                repo=(task.repo or None) if task else None,
+                setup=task.setup if task else None,
+            )
+            sandbox.start()
+            self._sandbox = sandbox
+        return self._sandbox
+
+    def _run(self, tool: str, params: dict[str, Any]) -> TimeStep:
+        from trainer_core.sandboxes.tools import run_tool
+
+        result = run_tool(
+            self._sandbox_for_task(), tool, params, default_timeout=self.command_timeout
+        )
+        return TimeStep(
+            observation=result.observation,
+            info={
+                "exit_code": result.exit_code,
+                "error": result.error,
+                "duration": result.duration,
+            },
+        )
+
+    def tool_bash(self, command: str, timeout: float | None = None) -> TimeStep:
+        params: dict[str, Any] = {"command": command}
+        if timeout is not None:
+            params["timeout"] = timeout
+        return self._run("bash", params)
+
+    def tool_git(self, args: list[str]) -> TimeStep:
+        return self._run("git", {"args": args})
+
+    def _close_sandbox(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+
+    def close(self) -> None:
+        self._close_sandbox()
+        super().close()
+
+    def interrupt(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.interrupt()
 
     # --- side effects ---------------------------------------------------------------------------
 

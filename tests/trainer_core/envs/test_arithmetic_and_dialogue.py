@@ -137,3 +137,38 @@ def test_conversation_stats_tool_and_answer_tag():
     assert "bookings aurora 2025: 311" in stats.observation
     done = env.step({"tool": "respond", "params": {"message": "<answer>240</answer>"}})
     assert done.reward == 1.0 and done.info["outcome"]["success"] is True
+
+
+def test_engineering_runs_bash_and_git_over_the_task_files():
+    from tests.trainer_core.sandboxes import require_isolation
+
+    require_isolation()
+    env = make("steplab/engineering")
+    try:
+        env.reset(
+            task={
+                "id": "eng",
+                "prompt": "Which port?",
+                "files": {"conf/app.ini": "port = 8443\n"},
+                "expected_answer": 8443,
+                "checker": "number",
+            }
+        )
+        ts = env.step({"tool": "bash", "params": {"command": "grep -h port conf/app.ini"}})
+        assert ts.observation.startswith("port = 8443") and ts.info["exit_code"] == 0
+        ts = env.step({"tool": "git", "params": {"args": ["--version"]}})
+        assert "git version" in ts.observation
+        knowledge = env.step({"tool": "knowledge_base", "params": {"query": "passwords"}})
+        assert "No knowledge-base entry" in knowledge.observation
+    finally:
+        env.close()
+
+
+def test_search_matches_plurals():
+    from trainer_core.envs.dialogue import _search
+
+    docs = [
+        {"title": "Password rules", "text": "A password has 12 characters."},
+        {"title": "Other", "text": "none"},
+    ]
+    assert _search(docs, "passwords length")[0]["title"] == "Password rules"

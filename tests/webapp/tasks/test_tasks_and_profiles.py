@@ -20,8 +20,20 @@ pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 GOOD = "\n".join(
     json.dumps(t)
     for t in [
-        {"id": "q1", "prompt": "What is 2+3?", "domain": "arithmetic", "expected_answer": 5, "checker": "number"},
-        {"id": "q2", "prompt": "What is 4*4?", "domain": "arithmetic", "expected_answer": 16, "checker": "number"},
+        {
+            "id": "q1",
+            "prompt": "What is 2+3?",
+            "domain": "arithmetic",
+            "expected_answer": 5,
+            "checker": "number",
+        },
+        {
+            "id": "q2",
+            "prompt": "What is 4*4?",
+            "domain": "arithmetic",
+            "expected_answer": 16,
+            "checker": "number",
+        },
     ]
 )
 BAD = "\n".join(
@@ -39,7 +51,11 @@ def test_a_valid_file_imports_into_a_new_set():
     task_set, count = services.task_set_import(text=GOOD, name="mine")
     assert count == 2 and task_set.domain == "arithmetic"
     row = Task.objects.get(task_set=task_set, external_id="q2")
-    assert row.prompt == "What is 4*4?" and row.data["expected_answer"] == 16 and row.checker == "number"
+    assert (
+        row.prompt == "What is 4*4?"
+        and row.data["expected_answer"] == 16
+        and row.checker == "number"
+    )
 
 
 def test_every_malformed_line_is_named_and_nothing_is_written():
@@ -84,7 +100,9 @@ def test_the_import_form_lists_problems_by_line_and_field(client, make_user):
     assert not TaskSet.objects.filter(name="broken").exists()
     response = client.post(reverse("tasks:import"), {"name": "good", "text": GOOD})
     task_set = TaskSet.objects.get(name="good")
-    assert response.status_code == 302 and response["Location"] == reverse("tasks:set", args=[task_set.pk])
+    assert response.status_code == 302 and response["Location"] == reverse(
+        "tasks:set", args=[task_set.pk]
+    )
 
 
 def test_task_pages_show_prompt_checker_and_reference_and_operators_edit(client, make_user):
@@ -96,16 +114,32 @@ def test_task_pages_show_prompt_checker_and_reference_and_operators_edit(client,
     assert client.get(reverse("tasks:edit", args=[task.pk])).status_code == 403
     client.force_login(make_user(Role.OPERATOR))
     data = dict(task.data, prompt="A new prompt")
-    assert client.post(reverse("tasks:edit", args=[task.pk]), {"data": json.dumps(data)}).status_code == 302
+    assert (
+        client.post(reverse("tasks:edit", args=[task.pk]), {"data": json.dumps(data)}).status_code
+        == 302
+    )
     task.refresh_from_db()
     assert task.prompt == "A new prompt"
-    bad = client.post(reverse("tasks:edit", args=[task.pk]), {"data": json.dumps(dict(data, reference_solution="nope"))})
+    bad = client.post(
+        reverse("tasks:edit", args=[task.pk]),
+        {"data": json.dumps(dict(data, reference_solution="nope"))},
+    )
     assert b"Invalid task" in bad.content
 
 
 def test_profiles_seed_and_every_edit_is_a_new_version(client, make_user):
     domain_services.profiles_seed_builtin()
-    assert set(DomainProfile.objects.values_list("name", flat=True)) >= {"coding", "browser", "conversation", "engineering", "advisory", "discussion", "crew", "arithmetic", "generic"}
+    assert set(DomainProfile.objects.values_list("name", flat=True)) >= {
+        "coding",
+        "browser",
+        "conversation",
+        "engineering",
+        "advisory",
+        "discussion",
+        "crew",
+        "arithmetic",
+        "generic",
+    }
     coding = DomainProfile.objects.get(name="coding", is_current=True)
     assert coding.version == 1
     client.force_login(make_user(Role.VIEWER))
@@ -118,14 +152,23 @@ def test_profiles_seed_and_every_edit_is_a_new_version(client, make_user):
 
     data = dict(coding.data)
     data["rubric_weights"] = dict(data["rubric_weights"], goal_progress=0.5)
-    response = client.post(reverse("domains:edit", args=["coding"]), {"text": yaml.safe_dump(data), "change_note": "more progress"})
+    response = client.post(
+        reverse("domains:edit", args=["coding"]),
+        {"text": yaml.safe_dump(data), "change_note": "more progress"},
+    )
     assert response.status_code == 302
     current = DomainProfile.objects.get(name="coding", is_current=True)
     assert current.version == 2 and current.data["rubric_weights"]["goal_progress"] == 0.5
-    assert DomainProfile.objects.get(name="coding", version=1).data["rubric_weights"]["goal_progress"] == 0.3
+    assert (
+        DomainProfile.objects.get(name="coding", version=1).data["rubric_weights"]["goal_progress"]
+        == 0.3
+    )
 
     data["tools"][0]["category"] = "telepathy"
     response = client.post(reverse("domains:edit", args=["coding"]), {"text": yaml.safe_dump(data)})
     assert response.status_code == 200
-    assert b'data-testid="profile-error"' in response.content and b"tools.0.category" in response.content
+    assert (
+        b'data-testid="profile-error"' in response.content
+        and b"tools.0.category" in response.content
+    )
     assert DomainProfile.objects.get(name="coding", is_current=True).version == 2
