@@ -269,3 +269,11 @@ def test_a_weak_admin_password_from_the_environment_is_rejected(tmp_path, monkey
     with pytest.raises(ApplicationError, match="STEPLAB_ADMIN_PASSWORD is rejected"):
         ensure_local_admin(var_dir=tmp_path)
     assert not get_user_model().objects.exists()
+
+
+def test_the_403_page_says_which_role_is_needed(client, make_user):
+    client.force_login(make_user(Role.VIEWER))
+    response = client.get(reverse("jobs:diagnostic-new"))
+    assert response.status_code == 403
+    assert b"This needs the operator role or higher." in response.content
+    assert b"Back to the dashboard" in response.content
