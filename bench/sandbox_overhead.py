@@ -64,13 +64,39 @@ def main() -> int:
             f"{label:<12} {bare_ms:>9.2f} {local_ms:>9.2f} {local_ms - bare_ms:>12.2f} "
             f"{local_ms / bare_ms:>10.1f}x"
         )
-    print("docker backend: not measured (not built yet)")
+    print(_docker_per_exec())
     episodes, steps, seconds = _scripted_coding_episodes()
     print(
         f"scripted coding episode (make + Recorder, 4 steps incl. hidden tests at submit): "
         f"{episodes} episodes, {steps / seconds:.1f} steps/s, {seconds / episodes * 1000:.0f} ms/episode"
     )
     return 0
+
+
+def _docker_per_exec(runs: int = 50) -> str:
+    """Mean ms per ``DockerSandbox.exec(["true"])`` (one exec in a running container)."""
+    from trainer_core.errors import SandboxError
+    from trainer_core.sandboxes.docker import DockerSandbox
+
+    sandbox = DockerSandbox()
+    try:
+        started = time.perf_counter()
+        sandbox.start()
+        start_ms = (time.perf_counter() - started) * 1000
+
+        def docker_true():
+            result = sandbox.exec(["true"])
+            assert result.ok, result
+
+        exec_ms = _mean_ms(docker_true, runs)
+    except SandboxError as exc:
+        return f"docker backend: not measured: {exc}"
+    finally:
+        sandbox.close()
+    return (
+        f"docker backend ({sandbox.base_url}, {sandbox.image}): {exec_ms:.1f} ms per exec "
+        f"(mean of {runs} execs of `true`), {start_ms:.0f} ms to start a container"
+    )
 
 
 def _scripted_coding_episodes(n: int = 10) -> tuple[int, int, float]:
