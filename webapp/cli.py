@@ -95,6 +95,66 @@ def schema() -> None:
     click.echo(trajectory_json_schema_text())
 
 
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    required=True,
+    help="Canonical JSONL to write.",
+)
+@click.option(
+    "--format", "fmt", default=None, help="Skip detection and read every file as this format."
+)
+def convert(paths: tuple[str, ...], output: str, fmt: str | None) -> None:
+    """Convert agent logs (any supported format) to canonical JSONL (no database needed).
+    All or nothing: if any file fails, nothing is written."""
+    from trainer_core.recording.importers import ImportFailure, import_path
+
+    lines: list[str] = []
+    try:
+        for path in paths:
+            for result in import_path(path, format=fmt):
+                lines.extend(t.to_json() for t in result.trajectories)
+                click.echo(
+                    f"{result.file}: {result.format} {result.format_version}".rstrip()
+                    + f", {len(result.trajectories)} trajectories",
+                    err=True,
+                )
+    except ImportFailure as exc:
+        raise click.ClickException(str(exc)) from None
+    Path(output).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    click.echo(f"wrote {len(lines)} trajectories to {output}")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--format", "fmt", default=None, help="Skip detection and read every file as this format."
+)
+def validate(paths: tuple[str, ...], fmt: str | None) -> None:
+    """Check that agent logs import, and say what they hold (no database needed)."""
+    from trainer_core.recording.importers import ImportFailure, import_path
+
+    failed = 0
+    for path in paths:
+        try:
+            results = import_path(path, format=fmt)
+        except ImportFailure as exc:
+            failed += 1
+            click.echo(click.style(f"FAIL {exc}", fg="red"))
+            continue
+        for result in results:
+            steps = sum(len(t.steps) for t in result.trajectories)
+            version = f" {result.format_version}" if result.format_version else ""
+            click.echo(
+                f"ok   {result.file}: {result.format}{version}, {len(result.trajectories)} trajectories, {steps} steps"
+            )
+    if failed:
+        raise SystemExit(1)
+
+
 @main.command("validate-tasks")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 def validate_tasks(path: str) -> None:

@@ -1,0 +1,121 @@
+"""The trajectory store: Trajectory and Step rows with indexed summary columns; the raw source
+of imports kept compressed for audit."""
+
+from __future__ import annotations
+
+import zlib
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class SourceFile(models.Model):
+    """An imported file, compressed, kept for audit (one row per distinct file content)."""
+
+    name = models.CharField(max_length=500)
+    format = models.CharField(max_length=64)
+    format_version = models.CharField(max_length=64, blank=True)
+    sha256 = models.CharField(max_length=64, unique=True)
+    size = models.BigIntegerField()
+    data = models.BinaryField()  # zlib-compressed bytes
+    imported_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def raw_bytes(self) -> bytes:
+        return zlib.decompress(bytes(self.data))
+
+
+class Trajectory(models.Model):
+    class Source(models.TextChoices):
+        ROLLOUT = "rollout", "Rollout"
+        IMPORT = "import", "Import"
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        FINISHED = "finished", "Finished"
+        FAILED = "failed", "Failed"
+
+    task = models.ForeignKey(
+        "tasks.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="trajectories"
+    )
+    task_ref = models.CharField(max_length=300, blank=True, db_index=True)
+    task_set_name = models.CharField(max_length=200, blank=True, db_index=True)
+    prompt = models.TextField(blank=True)
+    domain = models.CharField(max_length=64, blank=True, db_index=True)
+    agent = models.CharField(max_length=120, blank=True, db_index=True)
+    model = models.CharField(max_length=200, blank=True, db_index=True)
+    policy = models.CharField(max_length=200, blank=True, db_index=True)
+    environment = models.CharField(max_length=120, blank=True)
+    source = models.CharField(max_length=16, choices=Source.choices, db_index=True)
+    source_format = models.CharField(max_length=64, blank=True)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.FINISHED, db_index=True
+    )
+    success = models.BooleanField(null=True, db_index=True)
+    reward = models.FloatField(null=True, blank=True, db_index=True)
+    step_count = models.IntegerField(default=0, db_index=True)
+    tokens_in = models.BigIntegerField(default=0)
+    tokens_out = models.BigIntegerField(default=0)
+    cost_usd = models.FloatField(default=0.0)
+    outcome = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    # Imports: a hash of the ordered (tool, params, observation) sequence, unique among imports.
+    content_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - NULL for rollouts
+    # Rollouts: (run, task, episode, seed); begin() with the same key returns the same row.
+    idempotency_key = models.CharField(max_length=300, null=True, blank=True, unique=True)  # noqa: DJ001
+    source_file = models.ForeignKey(
+        SourceFile, null=True, blank=True, on_delete=models.SET_NULL, related_name="trajectories"
+    )
+    schema_version = models.CharField(max_length=16, default="1.0")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["content_hash"],
+                condition=Q(source="import"),
+                name="trajectory_import_content_hash",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["domain", "-created_at"], name="traj_domain_created"),
+            models.Index(fields=["agent", "model"], name="traj_agent_model"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Trajectory {self.pk} ({self.agent or self.source_format}, {self.step_count} steps)"
+
+
+class Step(models.Model):
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="steps")
+    index = models.IntegerField()
+    thought = models.TextField(blank=True)
+    tool = models.CharField(max_length=200, db_index=True)
+    params = models.JSONField(default=dict, blank=True)
+    observation = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)  # noqa: DJ001 - NULL: no error
+    started_at = models.DateTimeField(null=True, blank=True)
+    duration = models.FloatField(null=True, blank=True)
+    tokens_in = models.IntegerField(null=True, blank=True)
+    tokens_out = models.IntegerField(null=True, blank=True)
+    reward = models.FloatField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["trajectory", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["trajectory", "index"], name="step_trajectory_index")
+        ]
+
+    def __str__(self) -> str:
+        return f"step {self.index} of trajectory {self.trajectory_id}"

@@ -1,0 +1,307 @@
+"""Trajectory services: two ways in.
+
+* import: canonical trajectories from ``trainer_core.recording.importers``; a content hash over the
+  ordered (tool, params, observation) sequence is unique among imports, so re-importing writes
+  nothing and reports the duplicates. All or nothing. Steps go in with COPY on PostgreSQL.
+* streaming (rollouts): ``trajectory_begin`` under an idempotency key (run, task, episode, seed),
+  ``trajectory_append_step`` as steps happen (an index that exists is a no-op),
+  ``trajectory_finish`` with the outcome.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from trainer_core.recording.importers import ImportResult
+from trainer_core.recording.schema import Outcome as OutcomeSpec
+from trainer_core.recording.schema import Step as StepSpec
+from trainer_core.recording.schema import Trajectory as TrajectorySpec
+from webapp.trajectories.models import SourceFile, Step, Trajectory
+
+STEP_COLUMNS = [
+    "trajectory_id",
+    "index",
+    "thought",
+    "tool",
+    "params",
+    "observation",
+    "exit_code",
+    "error",
+    "started_at",
+    "duration",
+    "tokens_in",
+    "tokens_out",
+    "reward",
+    "metadata",
+]
+
+
+def content_hash(trajectory: TrajectorySpec) -> str:
+    sequence = [[s.tool, s.params, s.observation] for s in trajectory.steps]
+    return hashlib.sha256(
+        json.dumps(sequence, sort_keys=True, ensure_ascii=False, default=str).encode()
+    ).hexdigest()
+
+
+def _summary(spec: TrajectorySpec) -> dict[str, Any]:
+    outcome = spec.outcome
+    reward = outcome.partial_credit if outcome.partial_credit is not None else outcome.score
+    if reward is None and outcome.success is not None:
+        reward = 1.0 if outcome.success else 0.0
+    tokens_in = spec.usage.tokens_in or sum(s.tokens_in or 0 for s in spec.steps)
+    tokens_out = spec.usage.tokens_out or sum(s.tokens_out or 0 for s in spec.steps)
+    return {
+        "task_ref": spec.task.id[:300],
+        "task_set_name": spec.task.task_set[:200],
+        "prompt": spec.task.prompt,
+        "domain": spec.task.domain[:64],
+        "agent": spec.agent[:120],
+        "model": spec.model[:200],
+        "policy": spec.policy[:200],
+        "environment": spec.environment[:120],
+        "source_format": spec.source_format[:64],
+        "success": outcome.success,
+        "reward": reward,
+        "step_count": len(spec.steps),
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "cost_usd": spec.usage.cost_usd,
+        "outcome": outcome.model_dump(mode="json"),
+        "metadata": spec.metadata,
+        "schema_version": spec.schema_version,
+    }
+
+
+def _step_row(trajectory_id: int, step: StepSpec) -> Step:
+    return Step(
+        trajectory_id=trajectory_id,
+        index=step.index,
+        thought=step.thought,
+        tool=step.tool[:200],
+        params=step.params,
+        observation=step.observation,
+        exit_code=step.exit_code,
+        error=step.error,
+        started_at=step.started_at,
+        duration=step.duration,
+        tokens_in=step.tokens_in,
+        tokens_out=step.tokens_out,
+        reward=step.reward,
+        metadata=step.metadata,
+    )
+
+
+def _insert_steps(rows: list[Step]) -> None:
+    """Batched inserts; COPY on PostgreSQL (the bulk path)."""
+    if not rows:
+        return
+    if connection.vendor == "postgresql":
+        table = Step._meta.db_table
+        columns = ", ".join(f'"{c}"' for c in STEP_COLUMNS)
+        with connection.cursor() as cursor:
+            with cursor.cursor.copy(f'COPY "{table}" ({columns}) FROM STDIN') as copy:
+                for r in rows:
+                    copy.write_row(
+                        (
+                            r.trajectory_id,
+                            r.index,
+                            r.thought.replace("\x00", ""),
+                            r.tool,
+                            json.dumps(r.params),
+                            r.observation.replace("\x00", ""),
+                            r.exit_code,
+                            r.error,
+                            r.started_at,
+                            r.duration,
+                            r.tokens_in,
+                            r.tokens_out,
+                            r.reward,
+                            json.dumps(r.metadata),
+                        )
+                    )
+        return
+    Step.objects.bulk_create(rows, batch_size=500)
+
+
+@dataclass
+class ImportSummary:
+    created: list[int] = field(default_factory=list)
+    duplicates: list[dict[str, Any]] = field(default_factory=list)  # {file, index, existing_id}
+    files: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # {file, format, version, trajectories}
+
+    @property
+    def steps(self) -> int:
+        return sum(f.get("steps", 0) for f in self.files)
+
+
+def trajectories_import(
+    *, results: list[ImportResult], raw: dict[str, bytes] | None = None, user=None
+) -> ImportSummary:
+    """Store imported trajectories, all or nothing. Duplicates (same content hash as an imported
+    trajectory, or twice in this batch) are reported and skipped."""
+    summary = ImportSummary()
+    raw = raw or {}
+    with transaction.atomic():
+        hashes: dict[str, tuple[str, int]] = {}
+        planned: list[tuple[ImportResult, int, TrajectorySpec, str]] = []
+        for result in results:
+            for index, spec in enumerate(result.trajectories):
+                digest = content_hash(spec)
+                if digest in hashes:
+                    summary.duplicates.append(
+                        {
+                            "file": result.file,
+                            "index": index,
+                            "existing_id": None,
+                            "same_as": f"{hashes[digest][0]} #{hashes[digest][1]}",
+                        }
+                    )
+                    continue
+                hashes[digest] = (result.file, index)
+                planned.append((result, index, spec, digest))
+        existing = dict(
+            Trajectory.objects.filter(
+                source=Trajectory.Source.IMPORT, content_hash__in=list(hashes)
+            ).values_list("content_hash", "pk")
+        )
+        source_files: dict[str, SourceFile] = {}
+        for result in results:
+            data = raw.get(result.file)
+            if data is None or result.file in source_files:
+                continue
+            sha = hashlib.sha256(data).hexdigest()
+            source_files[result.file], _ = SourceFile.objects.get_or_create(
+                sha256=sha,
+                defaults={
+                    "name": result.file[:500],
+                    "format": result.format,
+                    "format_version": result.format_version[:64],
+                    "size": len(data),
+                    "data": zlib.compress(data, 6),
+                    "imported_by": user if getattr(user, "is_authenticated", False) else None,
+                },
+            )
+        to_create: list[tuple[Trajectory, TrajectorySpec]] = []
+        for result, index, spec, digest in planned:
+            if digest in existing:
+                summary.duplicates.append(
+                    {"file": result.file, "index": index, "existing_id": existing[digest]}
+                )
+                continue
+            row = Trajectory(
+                source=Trajectory.Source.IMPORT,
+                status=Trajectory.Status.FINISHED,
+                content_hash=digest,
+                source_file=source_files.get(result.file),
+                finished_at=timezone.now(),
+                **_summary(spec),
+            )
+            to_create.append((row, spec))
+        created_rows = Trajectory.objects.bulk_create([row for row, _ in to_create], batch_size=500)
+        steps: list[Step] = []
+        for row, (_, spec) in zip(created_rows, to_create, strict=True):
+            steps.extend(_step_row(row.pk, s) for s in spec.steps)
+        _insert_steps(steps)
+        summary.created = [row.pk for row in created_rows]
+        for result in results:
+            summary.files.append(
+                {
+                    "file": result.file,
+                    "format": result.format,
+                    "version": result.format_version,
+                    "trajectories": len(result.trajectories),
+                    "steps": sum(len(t.steps) for t in result.trajectories),
+                }
+            )
+    return summary
+
+
+# --- streaming (rollouts) -------------------------------------------------------------------
+
+
+def idempotency_key(*, run: str | int, task: str | int, episode: int, seed: int | None) -> str:
+    return f"{run}:{task}:{episode}:{seed if seed is not None else '-'}"[:300]
+
+
+def trajectory_begin(
+    *,
+    key: str,
+    prompt: str = "",
+    task=None,
+    task_ref: str = "",
+    domain: str = "",
+    agent: str = "",
+    model: str = "",
+    policy: str = "",
+    environment: str = "",
+    metadata: dict[str, Any] | None = None,
+) -> Trajectory:
+    """Begin (or find again) the trajectory of one episode. Same key → same trajectory."""
+    defaults = {
+        "source": Trajectory.Source.ROLLOUT,
+        "status": Trajectory.Status.RUNNING,
+        "task": task,
+        "task_ref": task_ref or (getattr(task, "external_id", "") or ""),
+        "prompt": prompt,
+        "domain": domain,
+        "agent": agent,
+        "model": model,
+        "policy": policy,
+        "environment": environment,
+        "metadata": metadata or {},
+    }
+    try:
+        with transaction.atomic():
+            trajectory, _ = Trajectory.objects.get_or_create(idempotency_key=key, defaults=defaults)
+    except IntegrityError:  # a concurrent begin won the race
+        trajectory = Trajectory.objects.get(idempotency_key=key)
+    return trajectory
+
+
+def trajectory_append_step(*, trajectory: Trajectory, step: StepSpec) -> bool:
+    """Store one step; an index that is already stored is a no-op (returns False)."""
+    with transaction.atomic():
+        if Step.objects.filter(trajectory_id=trajectory.pk, index=step.index).exists():
+            return False
+        Step.objects.bulk_create([_step_row(trajectory.pk, step)], ignore_conflicts=True)
+        Trajectory.objects.filter(pk=trajectory.pk).update(
+            step_count=Step.objects.filter(trajectory_id=trajectory.pk).count(),
+            tokens_in=F("tokens_in") + (step.tokens_in or 0),
+            tokens_out=F("tokens_out") + (step.tokens_out or 0),
+        )
+    inserted = True
+    return inserted
+
+
+def trajectory_finish(
+    *,
+    trajectory: Trajectory,
+    outcome: OutcomeSpec | dict[str, Any],
+    failed: bool = False,
+    error: str = "",
+) -> Trajectory:
+    spec = outcome if isinstance(outcome, OutcomeSpec) else OutcomeSpec.model_validate(outcome)
+    reward = spec.partial_credit if spec.partial_credit is not None else spec.score
+    if reward is None and spec.success is not None:
+        reward = 1.0 if spec.success else 0.0
+    trajectory.refresh_from_db()
+    trajectory.status = Trajectory.Status.FAILED if failed else Trajectory.Status.FINISHED
+    trajectory.success = spec.success
+    trajectory.reward = reward
+    trajectory.outcome = spec.model_dump(mode="json")
+    if error:
+        trajectory.metadata = dict(trajectory.metadata, error=error)
+    trajectory.finished_at = timezone.now()
+    trajectory.step_count = trajectory.steps.count()
+    trajectory.save()
+    return trajectory
