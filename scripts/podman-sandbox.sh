@@ -129,7 +129,8 @@ ping() { curl -fsS --max-time 3 --unix-socket "$SOCK" http://d/_ping >/dev/null 
 if ! ping; then
   say "starting podman system service on unix://$SOCK (log: $LOG)"
   rm -f "$SOCK"
-  nohup setsid podman system service --time=0 "unix://$SOCK" >"$LOG" 2>&1 </dev/null &
+  # Started from its own directory: conmon drops files (an "oom" marker) into its working directory.
+  (cd "$(dirname "$CONF")" || exit 1; exec nohup setsid podman system service --time=0 "unix://$SOCK" >"$LOG" 2>&1 </dev/null) &
   for _ in $(seq 1 100); do ping && break; sleep 0.1; done
   ping || { tail -20 "$LOG" >&2; die "the podman API did not answer on $SOCK"; }
 fi

@@ -322,6 +322,30 @@ def jobs_reap() -> None:
     )
 
 
+@db_command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--format", "fmt", default=None, help="Skip detection and read every file as this format."
+)
+def import_(paths: tuple[str, ...], fmt: str | None) -> None:
+    """Import agent logs into the trajectory store (all or nothing; re-imports are reported)."""
+    from webapp.common.errors import ApplicationError
+    from webapp.trajectories.services import trajectories_import_files
+
+    try:
+        summary = trajectories_import_files(paths=list(paths), format=fmt)
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
+    for item in summary.files:
+        click.echo(
+            f"{item['file']}: {item['format']} {item['version']}".rstrip()
+            + f", {item['trajectories']} trajectories, {item['steps']} steps"
+        )
+    click.echo(
+        f"imported {len(summary.created)} trajectories; {len(summary.duplicates)} duplicate(s) skipped"
+    )
+
+
 @main.group()
 def tasks() -> None:
     """Import and list agent tasks."""

@@ -24,6 +24,7 @@ from trainer_core.recording.importers import ImportResult
 from trainer_core.recording.schema import Outcome as OutcomeSpec
 from trainer_core.recording.schema import Step as StepSpec
 from trainer_core.recording.schema import Trajectory as TrajectorySpec
+from webapp.common.errors import ApplicationError
 from webapp.trajectories.models import SourceFile, Step, Trajectory
 
 STEP_COLUMNS = [
@@ -305,3 +306,26 @@ def trajectory_finish(
     trajectory.step_count = trajectory.steps.count()
     trajectory.save()
     return trajectory
+
+
+def trajectories_import_files(
+    *, paths: list[str], format: str | None = None, user=None
+) -> ImportSummary:
+    """Read and parse every file first (any failure: nothing is written), then store them."""
+    from pathlib import Path
+
+    from trainer_core.recording.importers import ImportFailure, import_path
+
+    results: list[ImportResult] = []
+    raw: dict[str, bytes] = {}
+    for path in paths:
+        try:
+            file_results = import_path(path, format=format)
+        except ImportFailure as exc:
+            raise ApplicationError(str(exc)) from None
+        data = Path(path).read_bytes()
+        for item in file_results:
+            raw[item.file] = data if item.file == Path(path).name else b""
+        results.extend(file_results)
+    raw = {name: data for name, data in raw.items() if data}
+    return trajectories_import(results=results, raw=raw, user=user)

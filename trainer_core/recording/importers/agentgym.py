@@ -1,0 +1,181 @@
+"""AgentGym trajectories (AgentTraj / AgentEval): items ``{"item_id": "webshop_12",
+"conversations": [{"from": "human"|"gpt", "loss": bool|null, "value": "..."}]}`` in a JSON list
+or JSONL (one item per line).
+
+The first human turn is the environment's instruction; when the next gpt turn is a short
+acknowledgement ("Ok.") the exchange is the preamble and the task is the human turn after it.
+Every later gpt turn is one step: ``Thought: ...`` is the thought, ``Action: ...`` the action;
+tool = the verb of a ``verb[arg]`` action (``search``, ``click``), else ``act``; params =
+``{"action": <the full action>}``; the observation is the next human turn. Environment: the
+``item_id`` prefix (``webshop``, ``alfworld``, ...). ``reward`` / ``success`` when present.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from trainer_core.recording.importers.base import RecordError, Source, register_importer
+from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
+
+_ACTION = re.compile(r"(?:^|\n)\s*Action\s*:\s*", re.IGNORECASE)
+_THOUGHT = re.compile(r"^\s*Thought\s*:\s*", re.IGNORECASE)
+_VERB = re.compile(r"^\s*([A-Za-z_][\w\- ]{0,40}?)\s*\[(.*)\]\s*$", re.DOTALL)
+_ACK = re.compile(r"^\s*(ok|okay|sure|understood|got it)\b.{0,40}$", re.IGNORECASE | re.DOTALL)
+_TASK_PATTERNS = [
+    re.compile(r"Instruction:\s*\[SEP\]\s*(.+?)\s*\[SEP\]", re.DOTALL),  # webshop
+    re.compile(r"Your task is to:\s*(.+?)(?:\n|$)"),  # alfworld
+    re.compile(r"(?:^|\n)\s*(?:Task|Goal|Question)\s*:\s*(.+?)(?:\n\n|$)", re.DOTALL),
+]
+
+
+def _items(source: Source) -> tuple[list[Any], bool] | None:
+    data = source.json
+    if isinstance(data, dict):
+        return [data], False
+    if isinstance(data, list):
+        return data, False
+    if data is None and source.jsonl is not None:
+        return source.jsonl, True
+    return None
+
+
+def split_turn(text: str) -> tuple[str, str]:
+    """(thought, action) of a ``Thought: ...\\nAction: ...`` turn."""
+    matches = list(_ACTION.finditer(text))
+    if not matches:
+        return "", text.strip()
+    last = matches[-1]
+    thought = _THOUGHT.sub("", text[: last.start()]).strip()
+    return thought, text[last.end() :].strip()
+
+
+def task_part(text: str) -> str:
+    for pattern in _TASK_PATTERNS:
+        match = pattern.search(text)
+        if match:
+            return match.group(1).strip()
+    return text.strip()
+
+
+class AgentGymImporter:
+    name = "agentgym"
+    description = "AgentGym AgentTraj conversations (from human/gpt, Thought/Action turns)"
+
+    def sniff(self, source: Source) -> bool:
+        found = _items(source)
+        if not found or not found[0]:
+            return False
+        first = found[0][0]
+        if not isinstance(first, dict) or not isinstance(first.get("conversations"), list):
+            return False
+        turns = first["conversations"]
+        return bool(turns) and all(
+            isinstance(t, dict) and "from" in t and "value" in t for t in turns[:4]
+        )
+
+    def parse(self, source: Source) -> tuple[list[Trajectory], str]:
+        found = _items(source)
+        if not found:
+            raise RecordError("no items found", record=0)
+        items, line_based = found
+        out = []
+        for n, item in enumerate(items):
+            record = n + 1 if line_based else n
+            if not isinstance(item, dict):
+                raise RecordError(
+                    f"an item is a {type(item).__name__}, expected an object", record=record
+                )
+            out.append(self._item(item, record))
+        return out, ""
+
+    def _item(self, item: dict[str, Any], record: Any) -> Trajectory:
+        turns = item.get("conversations")
+        if not isinstance(turns, list) or not turns:
+            raise RecordError(
+                "conversations must be a non-empty list", record=record, field="conversations"
+            )
+        for i, turn in enumerate(turns):
+            where = f"conversations[{i}]"
+            if not isinstance(turn, dict):
+                raise RecordError(
+                    f"a turn is a {type(turn).__name__}, expected an object",
+                    record=record,
+                    field=where,
+                )
+            if turn.get("from") not in ("human", "gpt", "system"):
+                raise RecordError(
+                    f"'from' is {turn.get('from')!r}, expected 'human' or 'gpt'",
+                    record=record,
+                    field=f"{where}.from",
+                )
+            if not isinstance(turn.get("value"), str):
+                raise RecordError(
+                    f"value is a {type(turn.get('value')).__name__}, expected a string",
+                    record=record,
+                    field=f"{where}.value",
+                )
+        item_id = item.get("item_id", item.get("id", ""))
+        environment = str(item_id).rsplit("_", 1)[0] if "_" in str(item_id) else ""
+        start = 0
+        while start < len(turns) and turns[start]["from"] == "system":
+            start += 1
+        instruction = ""
+        task_turn = start
+        if (
+            start + 2 < len(turns)
+            and turns[start]["from"] == "human"
+            and turns[start + 1]["from"] == "gpt"
+            and _ACK.match(turns[start + 1]["value"])
+        ):
+            instruction = turns[start]["value"]
+            task_turn = start + 2
+        prompt_text = turns[task_turn]["value"] if task_turn < len(turns) else ""
+        steps: list[Step] = []
+        for i in range(task_turn, len(turns)):
+            turn = turns[i]
+            if turn["from"] != "gpt":
+                continue
+            thought, action = split_turn(turn["value"])
+            verb = _VERB.match(action)
+            tool = verb.group(1).strip().replace(" ", "_").lower() if verb else "act"
+            nxt = turns[i + 1] if i + 1 < len(turns) and turns[i + 1]["from"] == "human" else None
+            meta: dict[str, Any] = {"turn_index": i}
+            if turn.get("loss") is not None:
+                meta["loss"] = turn["loss"]
+            if nxt is None:
+                meta["no_observation"] = True
+            steps.append(
+                Step(
+                    index=len(steps),
+                    thought=thought,
+                    tool=tool,
+                    params={"action": action},
+                    observation=nxt["value"] if nxt else "",
+                    metadata=meta,
+                )
+            )
+        outcome = Outcome()
+        reward = item.get("reward")
+        if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+            outcome.score = float(reward)
+            outcome.success = reward >= 1
+        if isinstance(item.get("success"), (bool, int)):
+            outcome.success = bool(item["success"])
+        meta: dict[str, Any] = {"item_id": item_id, "task_turn": prompt_text}
+        if instruction:
+            meta["instruction"] = instruction
+        for key, value in item.items():
+            if key not in ("conversations", "item_id", "reward", "success"):
+                meta.setdefault(key, value)
+        return Trajectory(
+            task=TaskRef(id=str(item_id), task_set=environment, prompt=task_part(prompt_text)),
+            agent="agentgym",
+            environment=f"agentgym/{environment}" if environment else "agentgym",
+            steps=steps,
+            outcome=outcome,
+            metadata=meta,
+        )
+
+
+register_importer(AgentGymImporter())

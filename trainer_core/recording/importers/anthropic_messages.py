@@ -1,0 +1,321 @@
+"""Anthropic Messages API transcripts: a JSON list of ``{role, content}`` messages (content a
+string or a list of blocks), an object ``{model?, system?, messages, usage?}``, a list of such
+objects, or JSONL with one such object per line.
+
+Each ``tool_use`` block (id, name, input) is one step; its observation is the ``tool_result``
+block with the same ``tool_use_id`` in a following user message (content a string or a list of
+text blocks; ``is_error`` sets the step's error). The thought is the text and ``thinking`` blocks
+before the ``tool_use`` in the same assistant message. Per-message ``usage`` (when the transcript
+kept the API responses) goes to the first step of that message and to the total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from trainer_core.recording.importers.base import RecordError, Source, register_importer
+from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
+
+ANTHROPIC_TOOL_BLOCKS = {"tool_use", "tool_result", "server_tool_use"}
+ANTHROPIC_BLOCKS = ANTHROPIC_TOOL_BLOCKS | {"text", "thinking", "redacted_thinking", "image"}
+
+
+def block_text(content: Any, *, record: Any, where: str) -> str:
+    """Text of a string, or of a list of blocks (text kept, images marked)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise RecordError(
+            f"content is a {type(content).__name__}, expected a string or a list of blocks",
+            record=record,
+            field=where,
+        )
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            if isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif block.get("type") in ("image", "document"):
+                parts.append(f"[{block['type']}]")
+        else:
+            raise RecordError(
+                f"a block is a {type(block).__name__}, expected an object",
+                record=record,
+                field=where,
+            )
+    return "\n".join(p for p in parts if p)
+
+
+def usage_numbers(usage: Any) -> tuple[int, int, dict[str, int]]:
+    """(tokens_in incl. cache reads/writes, tokens_out, breakdown) of an Anthropic ``usage``."""
+    if not isinstance(usage, dict):
+        return 0, 0, {}
+    breakdown = {
+        k: usage[k]
+        for k in (
+            "input_tokens",
+            "cache_creation_input_tokens",
+            "cache_read_input_tokens",
+            "output_tokens",
+        )
+        if isinstance(usage.get(k), int)
+    }
+    tokens_in = sum(
+        breakdown.get(k, 0)
+        for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    return tokens_in, breakdown.get("output_tokens", 0), breakdown
+
+
+@dataclass
+class BlockWalker:
+    """Accumulates steps from Anthropic-shaped messages, one message at a time."""
+
+    record: Any
+    steps: list[Step] = field(default_factory=list)
+    dialogue: list[dict[str, Any]] = field(default_factory=list)
+    prompt: str = ""
+    final_text: str = ""
+    unmatched_results: list[dict[str, Any]] = field(default_factory=list)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    _by_id: dict[str, Step] = field(default_factory=dict)
+
+    def add(
+        self,
+        role: Any,
+        content: Any,
+        *,
+        where: str,
+        usage: Any = None,
+        timestamp: datetime | None = None,
+        block_times: list[datetime | None] | None = None,
+        step_meta: dict[str, Any] | None = None,
+        count_usage: bool = True,
+    ) -> None:
+        if not isinstance(role, str):
+            raise RecordError("the message has no role", record=self.record, field=f"{where}.role")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list):
+            raise RecordError(
+                f"content is a {type(content).__name__}, expected a string or a list of blocks",
+                record=self.record,
+                field=f"{where}.content",
+            )
+        tokens_in, tokens_out, breakdown = usage_numbers(usage) if count_usage else (0, 0, {})
+        self.tokens_in += tokens_in
+        self.tokens_out += tokens_out
+        pending = breakdown if count_usage and breakdown else None
+        thought: list[str] = []
+        texts: list[str] = []
+        for j, block in enumerate(content):
+            bwhere = f"{where}.content[{j}]"
+            when = block_times[j] if block_times and j < len(block_times) else timestamp
+            if not isinstance(block, dict):
+                raise RecordError(
+                    f"a block is a {type(block).__name__}, expected an object",
+                    record=self.record,
+                    field=bwhere,
+                )
+            kind = block.get("type")
+            if kind == "text":
+                text = block.get("text")
+                if not isinstance(text, str):
+                    raise RecordError(
+                        "a text block needs a string 'text'",
+                        record=self.record,
+                        field=f"{bwhere}.text",
+                    )
+                thought.append(text)
+                texts.append(text)
+            elif kind == "thinking":
+                if isinstance(block.get("thinking"), str) and block["thinking"]:
+                    thought.append(block["thinking"])
+            elif kind in ("tool_use", "server_tool_use") and role == "assistant":
+                name = block.get("name")
+                if not isinstance(name, str) or not name:
+                    raise RecordError(
+                        "the tool_use block has no name", record=self.record, field=f"{bwhere}.name"
+                    )
+                params = block.get("input", {})
+                if not isinstance(params, dict):
+                    raise RecordError(
+                        f"input is a {type(params).__name__}, expected an object",
+                        record=self.record,
+                        field=f"{bwhere}.input",
+                    )
+                meta = dict(step_meta or {})
+                if block.get("id"):
+                    meta["tool_use_id"] = block["id"]
+                if pending:
+                    meta["usage"] = pending
+                step = Step(
+                    index=len(self.steps),
+                    thought="\n".join(thought),
+                    tool=name,
+                    params=params,
+                    started_at=when,
+                    tokens_in=tokens_in if pending else None,
+                    tokens_out=tokens_out if pending else None,
+                    metadata=meta,
+                )
+                pending = None
+                thought = []
+                texts = []
+                self.steps.append(step)
+                if isinstance(block.get("id"), str):
+                    self._by_id[block["id"]] = step
+                self.final_text = ""
+            elif kind == "tool_result":
+                self._result(block, bwhere, when)
+        text = "\n".join(t for t in texts if t)
+        if role == "user" and text and not self.prompt:
+            self.prompt = text
+        if text or (role == "assistant" and thought):
+            entry = {"role": role, "content": "\n".join(thought) if role == "assistant" else text}
+            entry["before_step"] = len(self.steps)
+            self.dialogue.append(entry)
+            if role == "assistant":
+                self.final_text = entry["content"]
+
+    def _result(self, block: dict[str, Any], where: str, timestamp: datetime | None) -> None:
+        tool_use_id = block.get("tool_use_id")
+        observation = block_text(block.get("content"), record=self.record, where=f"{where}.content")
+        step = self._by_id.pop(tool_use_id, None) if isinstance(tool_use_id, str) else None
+        if step is None:
+            self.unmatched_results.append({"tool_use_id": tool_use_id, "content": observation})
+            return
+        step.observation = observation
+        if block.get("is_error"):
+            step.error = "tool_error"
+        if timestamp is not None and step.started_at is not None:
+            seconds = (timestamp - step.started_at).total_seconds()
+            if seconds >= 0:
+                step.duration = seconds
+
+    def finish(self) -> None:
+        for step in self._by_id.values():
+            step.metadata["no_result"] = True
+
+
+def _has_blocks(messages: Any) -> bool:
+    if not isinstance(messages, list) or not messages:
+        return False
+    found = False
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            return False
+        if "tool_calls" in message:
+            return False
+        content = message.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict)
+            and b.get("type") in ANTHROPIC_TOOL_BLOCKS | {"thinking", "redacted_thinking"}
+            for b in content
+        ):
+            found = True
+    return found
+
+
+def _conversations(source: Source) -> tuple[list[Any], bool] | None:
+    data = source.json
+    if isinstance(data, dict):
+        return [data], False
+    if isinstance(data, list):
+        if data and all(isinstance(m, dict) and "role" in m for m in data):
+            return [data], False
+        return data, False
+    if data is None and source.jsonl is not None:
+        return source.jsonl, True
+    return None
+
+
+class AnthropicMessagesImporter:
+    name = "anthropic-messages"
+    description = "Anthropic Messages API transcripts with tool_use / tool_result blocks"
+
+    def sniff(self, source: Source) -> bool:
+        found = _conversations(source)
+        if not found or not found[0]:
+            return False
+        first = found[0][0]
+        return _has_blocks(first.get("messages") if isinstance(first, dict) else first)
+
+    def parse(self, source: Source) -> tuple[list[Trajectory], str]:
+        found = _conversations(source)
+        if not found:
+            raise RecordError("no conversation found", record=0)
+        conversations, line_based = found
+        out = []
+        for n, convo in enumerate(conversations):
+            record = n + 1 if line_based else n
+            extra = convo if isinstance(convo, dict) else {}
+            messages = convo.get("messages") if isinstance(convo, dict) else convo
+            if not isinstance(messages, list):
+                raise RecordError(
+                    "expected a list of messages or an object with 'messages'",
+                    record=record,
+                    field="messages",
+                )
+            walker = BlockWalker(record=record)
+            model = extra.get("model") if isinstance(extra.get("model"), str) else ""
+            for i, message in enumerate(messages):
+                where = f"messages[{i}]"
+                if not isinstance(message, dict):
+                    raise RecordError(
+                        f"a message is a {type(message).__name__}, expected an object",
+                        record=record,
+                        field=where,
+                    )
+                if not model and isinstance(message.get("model"), str):
+                    model = message["model"]
+                walker.add(
+                    message.get("role"),
+                    message.get("content"),
+                    where=where,
+                    usage=message.get("usage"),
+                    step_meta={"message_index": i},
+                )
+            walker.finish()
+            tokens_in, tokens_out = walker.tokens_in, walker.tokens_out
+            if not tokens_in and not tokens_out:
+                tokens_in, tokens_out, _ = usage_numbers(extra.get("usage"))
+            meta: dict[str, Any] = {}
+            system = extra.get("system")
+            if system:
+                meta["system_prompt"] = block_text(system, record=record, where="system")
+            if isinstance(extra.get("tools"), list):
+                meta["tools"] = [
+                    t.get("name") if isinstance(t, dict) else t for t in extra["tools"]
+                ]
+            if isinstance(extra.get("metadata"), dict):
+                meta.update(extra["metadata"])
+            if walker.dialogue:
+                meta["dialogue"] = walker.dialogue
+            if walker.unmatched_results:
+                meta["unmatched_tool_results"] = walker.unmatched_results
+            outcome = Outcome()
+            if walker.final_text:
+                outcome.metadata["final_answer"] = walker.final_text
+            out.append(
+                Trajectory(
+                    task=TaskRef(id=str(extra.get("id", "")), prompt=walker.prompt),
+                    agent="anthropic-messages",
+                    model=model,
+                    steps=walker.steps,
+                    outcome=outcome,
+                    usage=Usage(tokens_in=tokens_in, tokens_out=tokens_out),
+                    metadata=meta,
+                )
+            )
+        return out, ""
+
+
+register_importer(AnthropicMessagesImporter())

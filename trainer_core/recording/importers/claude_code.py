@@ -1,0 +1,236 @@
+"""Claude Code session logs (``~/.claude/projects/<project>/<session>.jsonl``): one event per
+line with ``type`` (``user``, ``assistant``, ``summary``, ``system``, ...), ``message`` (the
+Anthropic message shape, with ``tool_use`` / ``tool_result`` blocks), ``sessionId``, ``uuid``,
+``parentUuid``, ``timestamp``, ``cwd``.
+
+One trajectory per ``sessionId``. Each ``tool_use`` block is a step; the ``tool_result`` with the
+same id (in a later user event) is its observation, and the gap between the two timestamps its
+duration. Claude Code writes one line per content block of an API message, repeating the
+message's ``usage``; usage is therefore counted once per ``message.id``. Model: the session's
+most used ``message.model``. Sub-agent (``isSidechain``) steps are flagged in step metadata;
+``isMeta`` user events (command caveats) are skipped; ``summary`` lines are attached to their
+session through ``leafUuid``. Version: Claude Code's ``version`` field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from trainer_core.recording.importers.base import RecordError, Source, register_importer
+from trainer_core.recording.schema import Outcome, TaskRef, Trajectory, Usage
+
+
+class _Broken:
+    def __init__(self, message: str):
+        self.message = message
+
+
+def _lines(source: Source) -> list[tuple[int, Any]] | None:
+    if source.text is None:
+        return None
+    out = []
+    for number, line in enumerate(source.text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((number, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            out.append((number, _Broken(f"invalid JSON at column {exc.colno}: {exc.msg}")))
+    return out
+
+
+def _is_event(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("sessionId"), str)
+        and value.get("type") in ("user", "assistant", "system")
+        and ("message" in value or value.get("type") == "system")
+    )
+
+
+def _timestamp(event: dict[str, Any], record: str) -> datetime | None:
+    raw = event.get("timestamp")
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise RecordError(
+            f"timestamp is a {type(raw).__name__}, expected an ISO 8601 string",
+            record=record,
+            field="timestamp",
+        )
+    try:
+        return datetime.fromisoformat(raw)
+    except ValueError:
+        raise RecordError(f"invalid timestamp {raw!r}", record=record, field="timestamp") from None
+
+
+class _Session:
+    def __init__(self, session_id: str):
+        from trainer_core.recording.importers.anthropic_messages import BlockWalker
+
+        self.id = session_id
+        self.walker = BlockWalker(record=None)
+        self.models: Counter[str] = Counter()
+        self.entries: list[dict[str, Any]] = []
+        self.first: datetime | None = None
+        self.last: datetime | None = None
+        self.meta: dict[str, Any] = {"session_id": session_id}
+        self.uuids: set[str] = set()
+        self.events = 0
+
+
+class ClaudeCodeImporter:
+    name = "claude-code"
+    description = "Claude Code session JSONL (one event per line, grouped by sessionId)"
+
+    def sniff(self, source: Source) -> bool:
+        if source.data.lstrip().startswith(b"["):
+            return False
+        lines = _lines(source)
+        if not lines:
+            return False
+        head = [value for _, value in lines[:20] if not isinstance(value, _Broken)]
+        return any(_is_event(v) for v in head) and all(isinstance(v, dict) for v in head)
+
+    def parse(self, source: Source) -> tuple[list[Trajectory], str]:
+        sessions: dict[str, _Session] = {}
+        summaries: list[tuple[str, str]] = []
+        version = ""
+        for number, event in _lines(source) or []:
+            record = f"line {number}"
+            if isinstance(event, _Broken):
+                raise RecordError(event.message, record=record)
+            if not isinstance(event, dict):
+                raise RecordError(
+                    f"an event is a {type(event).__name__}, expected an object", record=record
+                )
+            kind = event.get("type")
+            if kind == "summary":
+                if isinstance(event.get("summary"), str):
+                    summaries.append((str(event.get("leafUuid", "")), event["summary"]))
+                continue
+            if kind not in ("user", "assistant"):
+                continue
+            session_id = event.get("sessionId")
+            if not isinstance(session_id, str) or not session_id:
+                raise RecordError("the event has no sessionId", record=record, field="sessionId")
+            if not version and isinstance(event.get("version"), str):
+                version = event["version"]
+            session = sessions.get(session_id) or sessions.setdefault(
+                session_id, _Session(session_id)
+            )
+            session.events += 1
+            if isinstance(event.get("uuid"), str):
+                session.uuids.add(event["uuid"])
+            when = _timestamp(event, record)
+            if when is not None:
+                session.first = session.first or when
+                session.last = when
+            for key, name in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "version")):
+                if isinstance(event.get(key), str):
+                    session.meta.setdefault(name, event[key])
+            if event.get("isMeta"):
+                continue
+            message = event.get("message")
+            if not isinstance(message, dict):
+                raise RecordError(
+                    f"message is a {type(message).__name__}, expected an object",
+                    record=record,
+                    field="message",
+                )
+            content = message.get("content")
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+            if not isinstance(content, list):
+                raise RecordError(
+                    f"content is a {type(content).__name__}, expected a string or a list",
+                    record=record,
+                    field="message.content",
+                )
+            message_id = message.get("id") if kind == "assistant" else None
+            if kind == "assistant":
+                model = message.get("model")
+                if isinstance(model, str) and model and not model.startswith("<"):
+                    session.models[model] += 1
+            last = session.entries[-1] if session.entries else None
+            if (
+                last is not None
+                and isinstance(message_id, str)
+                and last["message_id"] == message_id
+            ):
+                # Claude Code writes one line per content block of one API message.
+                last["content"].extend(content)
+                last["times"].extend([when] * len(content))
+                if isinstance(message.get("usage"), dict):
+                    last["usage"] = message["usage"]  # the last line's usage is the final one
+                continue
+            step_meta: dict[str, Any] = {}
+            if isinstance(event.get("uuid"), str):
+                step_meta["event_uuid"] = event["uuid"]
+            if event.get("isSidechain"):
+                step_meta["sidechain"] = True
+            session.entries.append(
+                {
+                    "role": message.get("role", kind),
+                    "content": list(content),
+                    "times": [when] * len(content),
+                    "usage": message.get("usage") if kind == "assistant" else None,
+                    "message_id": message_id,
+                    "record": record,
+                    "step_meta": step_meta,
+                }
+            )
+        for session in sessions.values():
+            for entry in session.entries:
+                session.walker.record = entry["record"]
+                session.walker.add(
+                    entry["role"],
+                    entry["content"],
+                    where="message",
+                    usage=entry["usage"],
+                    block_times=entry["times"],
+                    step_meta=entry["step_meta"],
+                )
+        if not sessions:
+            raise RecordError("no user or assistant event with a sessionId", record="line 1")
+        out = []
+        for session in sessions.values():
+            walker = session.walker
+            walker.finish()
+            meta = dict(session.meta)
+            titles = [text for leaf, text in summaries if leaf in session.uuids]
+            if titles:
+                meta["summary"] = titles[-1]
+            if session.first:
+                meta["started_at"] = session.first.isoformat()
+            if walker.dialogue:
+                meta["dialogue"] = walker.dialogue
+            if walker.unmatched_results:
+                meta["unmatched_tool_results"] = walker.unmatched_results
+            duration = 0.0
+            if session.first and session.last:
+                duration = max(0.0, (session.last - session.first).total_seconds())
+            outcome = Outcome()
+            if walker.final_text:
+                outcome.metadata["final_answer"] = walker.final_text
+            out.append(
+                Trajectory(
+                    task=TaskRef(id=session.id, prompt=walker.prompt),
+                    agent="claude-code",
+                    model=session.models.most_common(1)[0][0] if session.models else "",
+                    environment="claude-code",
+                    steps=walker.steps,
+                    outcome=outcome,
+                    usage=Usage(
+                        tokens_in=walker.tokens_in, tokens_out=walker.tokens_out, duration=duration
+                    ),
+                    metadata=meta,
+                )
+            )
+        return out, version
+
+
+register_importer(ClaudeCodeImporter())

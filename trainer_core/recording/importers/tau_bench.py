@@ -1,0 +1,126 @@
+"""tau-bench result files: a JSON list of ``{task_id, reward, info, traj, trial}``.
+
+``traj`` is the OpenAI chat history of the agent with the simulated user. Every tool call is one
+step (observation: the matching ``tool`` message). The agent's plain text replies to the user
+(tau-bench's ``respond`` action) are not steps: they are kept, with the user's turns, in
+``metadata["dialogue"]`` (each with the index of the step it precedes), so step counts equal tool
+calls. Outcome: ``reward`` (success when it is 1); ``info`` is kept in the outcome metadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainer_core.recording.importers.base import RecordError, Source, register_importer
+from trainer_core.recording.schema import Outcome, TaskRef, Trajectory
+
+_DOMAINS = {"airline": "airline", "retail": "retail"}
+
+
+def _items(source: Source) -> list[Any] | None:
+    data = source.json
+    if isinstance(data, dict) and isinstance(data.get("results"), list):
+        data = data["results"]
+    if data is None and source.jsonl is not None:
+        data = source.jsonl
+    return data if isinstance(data, list) else None
+
+
+def _domain(system: str) -> str:
+    head = system[:200].lower()
+    for word, domain in _DOMAINS.items():
+        if word in head:
+            return domain
+    return ""
+
+
+class TauBenchImporter:
+    name = "tau-bench"
+    description = "tau-bench results: a list of {task_id, reward, info, traj} (OpenAI messages)"
+
+    def sniff(self, source: Source) -> bool:
+        items = _items(source)
+        if not items:
+            return False
+        first = items[0]
+        return (
+            isinstance(first, dict)
+            and "task_id" in first
+            and "traj" in first
+            and ("reward" in first or "info" in first)
+        )
+
+    def parse(self, source: Source) -> tuple[list[Trajectory], str]:
+        from trainer_core.recording.importers.openai_chat import walk_openai_messages
+
+        items = _items(source) or []
+        out = []
+        for n, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise RecordError(
+                    f"a result is a {type(item).__name__}, expected an object", record=n
+                )
+            for key in ("task_id", "traj"):
+                if key not in item:
+                    raise RecordError(f"missing {key!r}", record=n, field=key)
+            reward = item.get("reward")
+            if reward is not None and (
+                isinstance(reward, bool) or not isinstance(reward, (int, float))
+            ):
+                raise RecordError(
+                    f"reward is a {type(reward).__name__}, expected a number",
+                    record=n,
+                    field="reward",
+                )
+            info = item.get("info") if item.get("info") is not None else {}
+            if not isinstance(info, dict):
+                raise RecordError(
+                    f"info is a {type(info).__name__}, expected an object", record=n, field="info"
+                )
+            walk = walk_openai_messages(item["traj"], record=n, field_name="traj")
+            task = info.get("task") if isinstance(info.get("task"), dict) else {}
+            instruction = (
+                task.get("instruction") if isinstance(task.get("instruction"), str) else ""
+            )
+            domain = _domain(walk.system)
+            stopped = any(
+                d["role"] == "user" and "###STOP###" in (d["content"] or "") for d in walk.dialogue
+            )
+            transferred = any(s.tool == "transfer_to_human_agents" for s in walk.steps)
+            outcome = Outcome(
+                success=None if reward is None else reward == 1,
+                score=None if reward is None else float(reward),
+                terminated=stopped or transferred,
+                metadata={"info": info},
+            )
+            if walk.final_text:
+                outcome.metadata["final_answer"] = walk.final_text
+            meta: dict[str, Any] = {"first_user_message": walk.prompt}
+            if "trial" in item:
+                meta["trial"] = item["trial"]
+            if walk.system:
+                meta["system_prompt"] = walk.system
+            if walk.dialogue:
+                meta["dialogue"] = walk.dialogue
+            if walk.unmatched_results:
+                meta["unmatched_tool_results"] = walk.unmatched_results
+            if isinstance(info.get("user_cost"), (int, float)):
+                meta["user_cost_usd"] = info["user_cost"]
+            out.append(
+                Trajectory(
+                    task=TaskRef(
+                        id=str(item["task_id"]),
+                        task_set=f"tau-bench/{domain}" if domain else "tau-bench",
+                        prompt=instruction or walk.prompt,
+                    ),
+                    agent="tau-bench",
+                    environment=f"tau-bench/{domain}" if domain else "tau-bench",
+                    steps=walk.steps,
+                    outcome=outcome,
+                    metadata=meta,
+                )
+            )
+        return out, ""
+
+
+register_importer(TauBenchImporter())
