@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import zlib
@@ -46,9 +47,12 @@ STEP_COLUMNS = [
 
 
 def content_hash(trajectory: TrajectorySpec) -> str:
+    """The ordered (tool, params, observation) sequence, with the task prompt and the outcome so
+    that trajectories without steps (a model that answered directly) stay distinct."""
     sequence = [[s.tool, s.params, s.observation] for s in trajectory.steps]
+    payload = [trajectory.task.prompt, sequence, trajectory.outcome.model_dump(mode="json")]
     return hashlib.sha256(
-        json.dumps(sequence, sort_keys=True, ensure_ascii=False, default=str).encode()
+        json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str).encode()
     ).hexdigest()
 
 
@@ -81,6 +85,13 @@ def _summary(spec: TrajectorySpec) -> dict[str, Any]:
     }
 
 
+def _aware(moment):
+    """Sources often write timestamps without a zone; they are taken as UTC."""
+    if moment is not None and timezone.is_naive(moment):
+        return timezone.make_aware(moment, datetime.UTC)
+    return moment
+
+
 def _step_row(trajectory_id: int, step: StepSpec) -> Step:
     return Step(
         trajectory_id=trajectory_id,
@@ -91,7 +102,7 @@ def _step_row(trajectory_id: int, step: StepSpec) -> Step:
         observation=step.observation,
         exit_code=step.exit_code,
         error=step.error,
-        started_at=step.started_at,
+        started_at=_aware(step.started_at),
         duration=step.duration,
         tokens_in=step.tokens_in,
         tokens_out=step.tokens_out,

@@ -18,7 +18,15 @@ from trainer_core.recording.schema import Trajectory
 class ImportFailure(InputError):
     """A file could not be imported. Nothing from it is kept (all or nothing)."""
 
-    def __init__(self, message: str, *, file: str = "", record: str | int | None = None, field: str | None = None, tried: list[str] | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str = "",
+        record: str | int | None = None,
+        field: str | None = None,
+        tried: list[str] | None = None,
+    ):
         self.file = file
         self.record = record
         self.field = field
@@ -71,7 +79,9 @@ class Source:
         try:
             return json.loads(self.text)
         except json.JSONDecodeError as exc:
-            self._errors["json"] = f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            self._errors["json"] = (
+                f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            )
             return None
 
     @property
@@ -155,19 +165,30 @@ def import_source(source: Source, *, format: str | None = None) -> ImportResult:
     if format is not None:
         chosen = [imp for imp in available if imp.name == format]
         if not chosen:
-            raise ImportFailure(f"unknown format {format!r}; known: {', '.join(i.name for i in available)}", file=source.name)
+            raise ImportFailure(
+                f"unknown format {format!r}; known: {', '.join(i.name for i in available)}",
+                file=source.name,
+            )
     else:
         chosen = [imp for imp in available if _sniff(imp, source)]
         if not chosen:
-            why = source.json_error or ("not UTF-8 text" if source.text is None else "no format recognised the content")
+            why = source.json_error or (
+                "not UTF-8 text" if source.text is None else "no format recognised the content"
+            )
             raise ImportFailure(why, file=source.name, tried=[i.name for i in available])
     importer = chosen[0]
     try:
         trajectories, version = importer.parse(source)
     except RecordError as exc:
-        raise ImportFailure(exc.message, file=source.name, record=exc.record, field=exc.field, tried=[importer.name]) from None
+        raise ImportFailure(
+            exc.message, file=source.name, record=exc.record, field=exc.field, tried=[importer.name]
+        ) from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise ImportFailure(f"unexpected structure ({type(exc).__name__}: {exc})", file=source.name, tried=[importer.name]) from None
+        raise ImportFailure(
+            f"unexpected structure ({type(exc).__name__}: {exc})",
+            file=source.name,
+            tried=[importer.name],
+        ) from None
     for trajectory in trajectories:
         trajectory.source_format = importer.name
         trajectory.metadata.setdefault("format_version", version)
@@ -195,7 +216,9 @@ def import_path(path: str | Path, *, format: str | None = None) -> list[ImportRe
         for member in source.zip.infolist():
             if member.is_dir() or member.filename.startswith("__MACOSX/"):
                 continue
-            results.append(import_source(Source(f"{path.name}:{member.filename}", source.zip.read(member))))
+            results.append(
+                import_source(Source(f"{path.name}:{member.filename}", source.zip.read(member)))
+            )
         if not results:
             raise ImportFailure("the zip archive has no files", file=path.name)
         return results
