@@ -18,16 +18,14 @@ AREAS: list[Area] = [
     Area(
         "tasks",
         "Tasks",
-        "area-tasks",
+        "tasks:sets",
         "Agent tasks, task sets and domain profiles.",
-        "the environments issue",
     ),
     Area(
         "trajectories",
         "Trajectories",
-        "area-trajectories",
+        "trajectories:list",
         "Browse, search and diff trajectories; import agent logs.",
-        "the trajectories issue",
     ),
     Area(
         "annotate",

@@ -13,6 +13,7 @@ urlpatterns = [
     path("jobs/", include("webapp.jobs.urls")),
     path("tasks/", include("webapp.tasks.urls")),
     path("domains/", include("webapp.domains.urls")),
+    path("trajectories/", include("webapp.trajectories.urls")),
 ]
 
 # Areas whose issues have not landed yet get a page that says so (no dead links).

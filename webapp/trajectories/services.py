@@ -340,3 +340,14 @@ def trajectories_import_files(
         results.extend(file_results)
     raw = {name: data for name, data in raw.items() if data}
     return trajectories_import(results=results, raw=raw, user=user)
+
+
+def trajectories_tag(*, ids: list[int], tag: str) -> int:
+    changed = 0
+    with transaction.atomic():
+        for row in Trajectory.objects.select_for_update().filter(pk__in=ids):
+            if tag not in row.tags:
+                row.tags = [*row.tags, tag]
+                row.save(update_fields=["tags"])
+                changed += 1
+    return changed

@@ -1,0 +1,199 @@
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pytest
+
+from trainer_core.recording.align import (
+    AlignedRow,
+    Alignment,
+    align_steps,
+    param_diff,
+    reward_delta,
+    step_similarity,
+    text_diff,
+)
+from trainer_core.recording.schema import Step
+
+
+@dataclass
+class S:
+    tool: str
+    params: dict[str, Any] = field(default_factory=dict)
+    observation: str = ""
+    reward: float | None = None
+
+
+def seq(n: int, prefix: str = "f") -> list[S]:
+    return [S("bash", {"cmd": f"cat {prefix}{i}.py"}, f"out {i}") for i in range(n)]
+
+
+def kinds(al: Alignment) -> list[str]:
+    return [r.kind for r in al.rows]
+
+
+def test_identical_sequences_all_same():
+    left = seq(10)
+    al = align_steps(left, [replace(s) for s in left])
+    assert kinds(al) == ["same"] * 10
+    assert [(r.left_index, r.right_index) for r in al.rows] == [(i, i) for i in range(10)]
+    assert al.first_divergence is None
+    assert al.identical
+
+
+def test_one_inserted_step_is_a_single_gap():
+    left = seq(10)
+    right = left[:5] + [S("bash", {"cmd": "ls -la"}, "x")] + left[5:]
+    al = align_steps(left, right)
+    assert kinds(al).count("right_only") == 1
+    assert kinds(al).count("same") == 10
+    assert len(al.rows) == 11
+    assert al.rows[5] == AlignedRow(None, 5, "right_only")
+    assert al.first_divergence == 5
+    assert al.rows[6] == AlignedRow(5, 6, "same")
+
+
+def test_one_deleted_step_different_tool():
+    left = seq(6)
+    left.insert(3, S("edit", {"path": "a.py"}))
+    right = seq(6)
+    al = align_steps(left, right)
+    assert kinds(al) == ["same"] * 3 + ["left_only"] + ["same"] * 3
+    assert al.rows[3] == AlignedRow(3, None, "left_only")
+
+
+def test_changed_param():
+    left = seq(8)
+    right = [replace(s) for s in left]
+    right[4] = replace(right[4], params={"cmd": "cat f4.txt"})
+    al = align_steps(left, right)
+    assert kinds(al) == ["same"] * 4 + ["changed_params"] + ["same"] * 3
+    assert al.rows[4] == AlignedRow(4, 4, "changed_params")
+    assert al.first_divergence == 4
+
+
+def test_changed_observation():
+    left = seq(5)
+    right = [replace(s) for s in left]
+    right[2] = replace(right[2], observation="something else")
+    al = align_steps(left, right)
+    assert kinds(al) == ["same", "same", "changed_observation", "same", "same"]
+    assert al.first_divergence == 2
+
+
+def test_completely_different_tools():
+    left = [S("bash", {"cmd": "ls"}), S("bash", {"cmd": "pwd"}), S("bash", {"cmd": "id"})]
+    right = [S("edit", {"path": "a"}), S("submit"), S("browse", {"url": "x"})]
+    al = align_steps(left, right)
+    assert set(kinds(al)) <= {"different", "left_only", "right_only"}
+    assert al.first_divergence == 0
+    assert sorted(r.left_index for r in al.rows if r.left_index is not None) == [0, 1, 2]
+    assert sorted(r.right_index for r in al.rows if r.right_index is not None) == [0, 1, 2]
+    assert kinds(al) == ["different"] * 3
+
+
+def test_different_lengths_different_tools_uses_gaps():
+    al = align_steps([S("a")], [S("b"), S("c"), S("d")])
+    assert kinds(al).count("different") == 1
+    assert kinds(al).count("right_only") == 2
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        ([], [], []),
+        ([S("a"), S("b")], [], ["left_only", "left_only"]),
+        ([], [S("a")], ["right_only"]),
+    ],
+)
+def test_empty_inputs(left, right, expected):
+    al = align_steps(left, right)
+    assert kinds(al) == expected
+    assert al.first_divergence == (0 if expected else None)
+
+
+def test_works_with_pydantic_steps():
+    left = [Step(index=i, tool="bash", params={"cmd": f"echo {i}"}) for i in range(4)]
+    right = [s.model_copy() for s in left]
+    right[1] = right[1].model_copy(update={"observation": "different"})
+    assert kinds(align_steps(left, right)) == ["same", "changed_observation", "same", "same"]
+
+
+def test_step_similarity_scoring():
+    a = S("bash", {"cmd": "ls", "cwd": "/a"})
+    assert step_similarity(a, S("bash", {"cwd": "/a", "cmd": "ls"})) == 1.0
+    assert step_similarity(a, S("edit", {"cmd": "ls", "cwd": "/a"})) == 0.0
+    close = step_similarity(a, S("bash", {"cmd": "ls -l", "cwd": "/a"}))
+    far = step_similarity(a, S("bash", {"other": 1}))
+    assert far == pytest.approx(0.5)
+    assert 0.5 < close < 0.9
+
+
+def test_param_diff():
+    left = {"cmd": "ls", "cwd": "/a", "timeout": 5}
+    right = {"cmd": "ls", "cwd": "/b", "env": {"X": "1"}}
+    assert param_diff(left, right) == [
+        ("cwd", "/a", "/b"),
+        ("env", None, {"X": "1"}),
+        ("timeout", 5, None),
+    ]
+    assert param_diff(left, dict(left)) == []
+    assert param_diff(None, {"a": 1}) == [("a", None, 1)]
+
+
+def test_text_diff():
+    a = "the quick brown fox jumps"
+    b = "the slow brown fox leaps high"
+    ops = text_diff(a, b)
+    assert ops == [
+        ("equal", "the "),
+        ("delete", "quick"),
+        ("insert", "slow"),
+        ("equal", " brown fox "),
+        ("delete", "jumps"),
+        ("insert", "leaps high"),
+    ]
+    assert "".join(t for op, t in ops if op != "insert") == a
+    assert "".join(t for op, t in ops if op != "delete") == b
+    assert text_diff("same text", "same text") == [("equal", "same text")]
+    assert text_diff("", "") == []
+    assert text_diff(None, "new") == [("insert", "new")]
+
+
+def test_reward_delta():
+    assert reward_delta(S("a", reward=0.25), S("a", reward=1.0)) == pytest.approx(0.75)
+    assert reward_delta(S("a"), S("a", reward=1.0)) is None
+    assert reward_delta(None, S("a", reward=1.0)) is None
+    assert Alignment.reward_delta(S("a", reward=1.0), S("a", reward=0.0)) == -1.0
+
+
+def test_500_by_500_with_edits_aligns_correctly():
+    left = seq(500)
+    right = [replace(s) for s in left]
+    right[100] = replace(right[100], params={"cmd": "cat g100.py"})
+    right[250] = replace(right[250], observation="changed")
+    del right[300]  # left 300 -> left_only
+    right.insert(400, S("edit", {"path": "new.py"}))  # before left 401 -> right_only
+    al = align_steps(left, right)  # speed is measured in bench/, not asserted here
+    c = al.counts()
+    assert c == {
+        "same": 497,
+        "changed_observation": 1,
+        "changed_params": 1,
+        "different": 0,
+        "left_only": 1,
+        "right_only": 1,
+    }
+    assert al.rows[100] == AlignedRow(100, 100, "changed_params")
+    assert al.first_divergence == 100
+    assert al.rows[250].kind == "changed_observation"
+    assert AlignedRow(300, None, "left_only") in al.rows
+    assert AlignedRow(None, 400, "right_only") in al.rows
+
+
+def test_500_by_500_all_fuzzy_pairs_pair_up():
+    # Worst case: same tool everywhere, every params distinct, so every in-band cell
+    # needs the fuzzy similarity.
+    left = seq(500, "a")
+    right = seq(500, "b")
+    al = align_steps(left, right)
+    assert kinds(al) == ["changed_params"] * 500

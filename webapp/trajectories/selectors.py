@@ -1,0 +1,175 @@
+"""Reads for the trajectory pages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
+from webapp.trajectories.models import Step as StepRow
+from webapp.trajectories.models import Trajectory as TrajectoryRow
+
+PAGE_SIZE = 50
+
+
+@dataclass
+class Filters:
+    q: str = ""
+    task: str = ""
+    domain: str = ""
+    agent: str = ""
+    model: str = ""
+    policy: str = ""
+    source: str = ""
+    status: str = ""
+    outcome: str = ""  # success | failure | unknown
+    min_reward: float | None = None
+    max_reward: float | None = None
+    min_steps: int | None = None
+    max_steps: int | None = None
+    tag: str = ""
+
+    @classmethod
+    def from_query(cls, data: Any) -> Filters:
+        def number(name, kind):
+            raw = (data.get(name) or "").strip()
+            try:
+                return kind(raw) if raw else None
+            except ValueError:
+                return None
+
+        text = {
+            name: (data.get(name) or "").strip()
+            for name in (
+                "q",
+                "task",
+                "domain",
+                "agent",
+                "model",
+                "policy",
+                "source",
+                "status",
+                "outcome",
+                "tag",
+            )
+        }
+        return cls(
+            **text,
+            min_reward=number("min_reward", float),
+            max_reward=number("max_reward", float),
+            min_steps=number("min_steps", int),
+            max_steps=number("max_steps", int),
+        )
+
+
+def _search(qs: QuerySet, q: str) -> QuerySet:
+    """Full-text search over thoughts, actions and observations (PostgreSQL), substring on SQLite."""
+    steps = StepRow.objects.filter(trajectory=OuterRef("pk"))
+    if connection.vendor == "postgresql":
+        from django.contrib.postgres.search import SearchQuery, SearchVector
+
+        vector = SearchVector("thought", "tool", "observation", config="simple")
+        matching = steps.annotate(search=vector).filter(
+            search=SearchQuery(q, config="simple", search_type="websearch")
+        )
+    else:
+        matching = steps.filter(
+            Q(thought__icontains=q) | Q(tool__icontains=q) | Q(observation__icontains=q)
+        )
+    return qs.filter(Q(Exists(matching)) | Q(prompt__icontains=q))
+
+
+def trajectory_list(filters: Filters) -> QuerySet[TrajectoryRow]:
+    qs = TrajectoryRow.objects.all()
+    for name in ("domain", "agent", "model", "policy", "source", "status"):
+        value = getattr(filters, name)
+        if value:
+            qs = qs.filter(**{name: value})
+    if filters.task:
+        qs = qs.filter(
+            Q(task_ref__icontains=filters.task) | Q(task_set_name__icontains=filters.task)
+        )
+    if filters.outcome == "success":
+        qs = qs.filter(success=True)
+    elif filters.outcome == "failure":
+        qs = qs.filter(success=False)
+    elif filters.outcome == "unknown":
+        qs = qs.filter(success__isnull=True)
+    if filters.min_reward is not None:
+        qs = qs.filter(reward__gte=filters.min_reward)
+    if filters.max_reward is not None:
+        qs = qs.filter(reward__lte=filters.max_reward)
+    if filters.min_steps is not None:
+        qs = qs.filter(step_count__gte=filters.min_steps)
+    if filters.max_steps is not None:
+        qs = qs.filter(step_count__lte=filters.max_steps)
+    if filters.tag:
+        qs = (
+            qs.filter(tags__contains=[filters.tag])
+            if connection.vendor == "postgresql"
+            else qs.filter(tags__icontains=f'"{filters.tag}"')
+        )
+    if filters.q:
+        qs = _search(qs, filters.q)
+    return qs.order_by("-id")
+
+
+def keyset_page(
+    qs: QuerySet[TrajectoryRow], *, before: int | None
+) -> tuple[list[TrajectoryRow], int | None]:
+    """Newest first; ``before`` is the smallest id of the previous page."""
+    if before is not None:
+        qs = qs.filter(pk__lt=before)
+    rows = list(qs[: PAGE_SIZE + 1])
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    return rows, (rows[-1].pk if more and rows else None)
+
+
+def distinct_values(field: str) -> list[str]:
+    return sorted(
+        v for v in TrajectoryRow.objects.values_list(field, flat=True).distinct()[:200] if v
+    )
+
+
+def trajectory_spec(row: TrajectoryRow) -> Trajectory:
+    """The stored trajectory in the canonical schema (for download and diff)."""
+    steps = [
+        Step(
+            index=s.index,
+            thought=s.thought,
+            tool=s.tool,
+            params=s.params,
+            observation=s.observation,
+            exit_code=s.exit_code,
+            error=s.error,
+            started_at=s.started_at,
+            duration=s.duration,
+            tokens_in=s.tokens_in,
+            tokens_out=s.tokens_out,
+            reward=s.reward,
+            metadata=s.metadata,
+        )
+        for s in row.steps.order_by("index")
+    ]
+    return Trajectory(
+        schema_version=row.schema_version,
+        task=TaskRef(
+            id=row.task_ref,
+            task_set=row.task_set_name,
+            domain=row.domain or "generic",
+            prompt=row.prompt,
+        ),
+        agent=row.agent,
+        model=row.model,
+        policy=row.policy,
+        environment=row.environment,
+        steps=steps,
+        outcome=Outcome.model_validate(row.outcome or {}),
+        usage=Usage(tokens_in=row.tokens_in, tokens_out=row.tokens_out, cost_usd=row.cost_usd),
+        metadata=row.metadata,
+        source_format=row.source_format or "steplab",
+    )

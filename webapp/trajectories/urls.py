@@ -1,0 +1,16 @@
+from django.urls import path
+
+from webapp.trajectories import views
+
+app_name = "trajectories"
+
+urlpatterns = [
+    path("", views.trajectory_list, name="list"),
+    path("import/", views.trajectory_import, name="import"),
+    path("tag/", views.trajectory_tag, name="tag"),
+    path("diff/", views.trajectory_diff, name="diff"),
+    path("<int:pk>/", views.trajectory_detail, name="detail"),
+    path("<int:pk>/download.json", views.trajectory_download, name="download"),
+    path("<int:pk>/raw/", views.trajectory_raw, name="raw"),
+    path("<int:pk>/steps/<int:index>/observation/", views.step_observation, name="observation"),
+]
