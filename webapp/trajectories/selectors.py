@@ -65,20 +65,25 @@ class Filters:
         )
 
 
-def _search(qs: QuerySet, q: str) -> QuerySet:
-    """Full-text search over thoughts, actions and observations (PostgreSQL), substring on SQLite."""
-    steps = StepRow.objects.filter(trajectory=OuterRef("pk"))
-    if connection.vendor == "postgresql":
-        from django.contrib.postgres.search import SearchQuery, SearchVector
+# The expression of the GIN index made by migration 0002 (the query must repeat it exactly).
+FTS_EXPRESSION = (
+    "to_tsvector('simple'::regconfig, coalesce(thought, '') || ' ' || coalesce(tool, '') || ' ' || "
+    "coalesce(observation, ''))"
+)
 
-        vector = SearchVector("thought", "tool", "observation", config="simple")
-        matching = steps.annotate(search=vector).filter(
-            search=SearchQuery(q, config="simple", search_type="websearch")
-        )
-    else:
-        matching = steps.filter(
-            Q(thought__icontains=q) | Q(tool__icontains=q) | Q(observation__icontains=q)
-        )
+
+def _search(qs: QuerySet, q: str) -> QuerySet:
+    """Full-text search over thoughts, actions and observations (PostgreSQL, GIN-indexed),
+    a plain substring search on SQLite."""
+    if connection.vendor == "postgresql":
+        matching = StepRow.objects.extra(
+            where=[f"{FTS_EXPRESSION} @@ websearch_to_tsquery('simple'::regconfig, %s)"], params=[q]
+        ).values("trajectory_id")
+        return qs.filter(Q(pk__in=matching) | Q(prompt__icontains=q))
+    steps = StepRow.objects.filter(trajectory=OuterRef("pk"))
+    matching = steps.filter(
+        Q(thought__icontains=q) | Q(tool__icontains=q) | Q(observation__icontains=q)
+    )
     return qs.filter(Q(Exists(matching)) | Q(prompt__icontains=q))
 
 
