@@ -146,7 +146,13 @@ def fill(n_traj: int, steps_per: int) -> None:
         cursor.execute(
             f"SELECT setval(pg_get_serial_sequence('{Trajectory._meta.db_table}', 'id'), (SELECT max(id) FROM {Trajectory._meta.db_table}))"
         )
+    from webapp.trajectories.services import trajectories_index_for_search
+
+    t1 = time.perf_counter()
+    trajectories_index_for_search(list(range(start_id, start_id + todo)))
+    with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
+    print(f"search documents for {todo:,} trajectories in {time.perf_counter() - t1:.0f}s")
     print(
         f"filled {todo:,} trajectories / {todo * steps_per:,} steps in {time.perf_counter() - t0:.0f}s (COPY)"
     )
@@ -224,6 +230,10 @@ def main() -> None:
     parser.add_argument("--trajectories", type=int, default=100_000)
     parser.add_argument("--steps-per", type=int, default=20)
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument(
+        "--common", default="kernel parser", help="a search that matches most steps"
+    )
+    parser.add_argument("--rare", default="zyzzyva", help="a search that matches (almost) nothing")
     args = parser.parse_args()
 
     import django
@@ -245,7 +255,12 @@ def main() -> None:
     client.force_login(user)
     goals = [
         ("list, two filters", "/trajectories/?domain=coding&outcome=failure", 100),
-        ("full-text search", "/trajectories/?q=kernel+parser", 300),
+        (
+            "full-text search, common words",
+            f"/trajectories/?q={args.common.replace(' ', '+')}",
+            300,
+        ),
+        ("full-text search, rare word", f"/trajectories/?q={args.rare}", 300),
         ("500-step trajectory, first screen", f"/trajectories/{a}/", 200),
         ("diff of two 500-step trajectories", f"/trajectories/diff/?a={a}&b={b}", 300),
     ]

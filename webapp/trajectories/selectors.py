@@ -65,21 +65,13 @@ class Filters:
         )
 
 
-# The expression of the GIN index made by migration 0002 (the query must repeat it exactly).
-FTS_EXPRESSION = (
-    "to_tsvector('simple'::regconfig, coalesce(thought, '') || ' ' || coalesce(tool, '') || ' ' || "
-    "coalesce(observation, ''))"
-)
-
-
 def _search(qs: QuerySet, q: str) -> QuerySet:
-    """Full-text search over thoughts, actions and observations (PostgreSQL, GIN-indexed),
-    a plain substring search on SQLite."""
+    """Full-text search over prompts, thoughts, actions and observations: PostgreSQL matches the
+    GIN-indexed document of each trajectory (migration 0002); SQLite searches by substring."""
     if connection.vendor == "postgresql":
-        matching = StepRow.objects.extra(
-            where=[f"{FTS_EXPRESSION} @@ websearch_to_tsquery('simple'::regconfig, %s)"], params=[q]
-        ).values("trajectory_id")
-        return qs.filter(Q(pk__in=matching) | Q(prompt__icontains=q))
+        return qs.extra(
+            where=["search_vector @@ websearch_to_tsquery('simple'::regconfig, %s)"], params=[q]
+        )
     steps = StepRow.objects.filter(trajectory=OuterRef("pk"))
     matching = steps.filter(
         Q(thought__icontains=q) | Q(tool__icontains=q) | Q(observation__icontains=q)
@@ -135,9 +127,18 @@ def keyset_page(
 
 
 def distinct_values(field: str) -> list[str]:
-    return sorted(
-        v for v in TrajectoryRow.objects.values_list(field, flat=True).distinct()[:200] if v
-    )
+    """The values of a summary column, for the filter menus. A DISTINCT scans the whole table,
+    so the answer is cached for a minute."""
+    from django.core.cache import cache
+
+    key = f"trajectories:distinct:{field}"
+    values = cache.get(key)
+    if values is None:
+        values = sorted(
+            v for v in TrajectoryRow.objects.values_list(field, flat=True).distinct()[:200] if v
+        )
+        cache.set(key, values, 60)
+    return values
 
 
 def trajectory_spec(row: TrajectoryRow) -> Trajectory:

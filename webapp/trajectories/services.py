@@ -92,6 +92,25 @@ def _aware(moment):
     return moment
 
 
+SEARCH_UPDATE = """
+UPDATE trajectories_trajectory t SET search_vector = to_tsvector('simple'::regconfig, left(
+  coalesce(t.prompt, '') || ' ' || coalesce((
+    SELECT string_agg(coalesce(s.thought, '') || ' ' || s.tool || ' ' || left(coalesce(s.observation, ''), 1000), ' ' ORDER BY s.index)
+    FROM trajectories_step s WHERE s.trajectory_id = t.id), ''), 300000))
+WHERE t.id = ANY(%s)
+"""
+
+
+def trajectories_index_for_search(ids: list[int]) -> None:
+    """Refresh the full-text search document of these trajectories (PostgreSQL; SQLite searches
+    by substring and needs nothing)."""
+    if connection.vendor != "postgresql" or not ids:
+        return
+    with connection.cursor() as cursor:
+        for start in range(0, len(ids), 1000):
+            cursor.execute(SEARCH_UPDATE, [list(ids[start : start + 1000])])
+
+
 def _step_row(trajectory_id: int, step: StepSpec) -> Step:
     return Step(
         trajectory_id=trajectory_id,
@@ -225,6 +244,7 @@ def trajectories_import(
             steps.extend(_step_row(row.pk, s) for s in spec.steps)
         _insert_steps(steps)
         summary.created = [row.pk for row in created_rows]
+        trajectories_index_for_search(summary.created)
         for result in results:
             summary.files.append(
                 {
@@ -316,6 +336,7 @@ def trajectory_finish(
     trajectory.finished_at = timezone.now()
     trajectory.step_count = trajectory.steps.count()
     trajectory.save()
+    trajectories_index_for_search([trajectory.pk])
     return trajectory
 
 
