@@ -25,3 +25,9 @@ class TransientError(SteplabError):
 
 class SandboxError(SteplabError):
     """A sandbox operation failed: a setup command, a path outside the workspace, a bad call."""
+
+
+def describe_validation_error(exc, *, whole: str = "value") -> str:
+    """A pydantic ValidationError as one line: ``field.path: message; ...`` (``whole`` names an
+    error about the object itself)."""
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in exc.errors())

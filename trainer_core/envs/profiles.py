@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from trainer_core.errors import ConfigError, InputError
+from trainer_core.errors import ConfigError, InputError, describe_validation_error
 
 Category = Literal["read", "write", "search", "execute", "navigate", "submit", "think"]
 CATEGORIES: tuple[str, ...] = ("read", "write", "search", "execute", "navigate", "submit", "think")
@@ -103,9 +103,7 @@ def profile_from_data(data: dict[str, Any]) -> DomainProfile:
     try:
         return DomainProfile.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'profile'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = describe_validation_error(exc, whole="profile")
         raise InputError(f"invalid domain profile: {problems}") from None
 
 

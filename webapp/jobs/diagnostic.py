@@ -14,6 +14,7 @@ from django.db import connection
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import trainer_core
+from trainer_core.errors import describe_validation_error
 from trainer_core.system import Check, probe_machine
 from webapp.common.errors import ApplicationError
 from webapp.jobs import kinds
@@ -50,9 +51,7 @@ def diagnostic_params(raw: dict[str, Any]) -> DiagnosticParams:
     try:
         return DiagnosticParams.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'params'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = describe_validation_error(exc, whole="params")
         raise ApplicationError(f"Invalid diagnostic parameters: {problems}.") from None
 
 

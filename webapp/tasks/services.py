@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db import transaction
 
+from trainer_core.errors import describe_validation_error
 from trainer_core.tasks.files import TaskFileError, load_tasks
 from trainer_core.tasks.model import Task as TaskSpec
 from webapp.common.errors import ApplicationError
@@ -90,9 +91,7 @@ def task_update(*, task: Task, data: dict[str, Any]) -> Task:
     try:
         spec = TaskSpec.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}" for e in exc.errors()
-        )
+        problems = describe_validation_error(exc, whole="task")
         raise ApplicationError(f"Invalid task: {problems}.") from None
     if spec.id != task.external_id:
         if (
