@@ -27,6 +27,11 @@ class SandboxError(SteplabError):
     """A sandbox operation failed: a setup command, a path outside the workspace, a bad call."""
 
 
+class PolicyError(SteplabError):
+    """A policy could not produce an action for a reason that is not the model's output (the
+    API refused the key, the server is down after retries, the model directory is unusable)."""
+
+
 def describe_validation_error(exc, *, whole: str = "value") -> str:
     """A pydantic ValidationError as one line: ``field.path: message; ...`` (``whole`` names an
     error about the object itself)."""
