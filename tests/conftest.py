@@ -84,6 +84,7 @@ def _worker_env() -> dict[str, str]:
         env.pop("DATABASE_URL", None)
         env["STEPLAB_SQLITE_PATH"] = str(db["NAME"])
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    env["STEPLAB_DATA_DIR"] = str(settings.STEPLAB_DATA_DIR)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -261,6 +261,8 @@ STEPLAB_PROGRESS_MIN_INTERVAL = env_float("STEPLAB_PROGRESS_MIN_INTERVAL", 0.5)
 # A worker that has not reported for this long is shown offline.
 STEPLAB_WORKER_ONLINE_SECONDS = env_float("STEPLAB_WORKER_ONLINE_SECONDS", 30.0)
 STEPLAB_LOG_TAIL_LINES = 200
+# Uploads larger than this (all files together) import as a background job with progress.
+STEPLAB_IMPORT_INLINE_MAX_BYTES = int(env_float("STEPLAB_IMPORT_INLINE_MAX_BYTES", 4_000_000))
 
 LOGGING = {
     "version": 1,

@@ -10,3 +10,10 @@ from __future__ import annotations
 # jobs
 DIAGNOSTIC = "jobs.diagnostic"
 REAP_DEAD_JOBS = "jobs.reap_dead"
+
+# trajectories
+IMPORT_TRAJECTORIES = "jobs.import_trajectories"
+
+# rollouts
+COLLECT = "rollouts.collect"
+COLLECT_EPISODES = "rollouts.collect_episodes"

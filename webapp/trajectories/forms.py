@@ -26,3 +26,8 @@ class ImportForm(forms.Form):
     format = forms.CharField(
         required=False, help_text="Optional: read every file as this format (e.g. swe-agent)."
     )
+    background = forms.BooleanField(
+        required=False,
+        label="Run as a background job",
+        help_text="Large uploads always do: the job page shows progress and the result.",
+    )

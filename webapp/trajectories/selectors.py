@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
 from webapp.trajectories.models import Step as StepRow
 from webapp.trajectories.models import Trajectory as TrajectoryRow
 
 PAGE_SIZE = 50
+
+#: name → (label, column, descending). Every order ends with the id, so pages are stable.
+SORTS: dict[str, tuple[str, str, bool]] = {
+    "newest": ("newest first", "id", True),
+    "oldest": ("oldest first", "id", False),
+    "reward_high": ("highest reward", "reward", True),
+    "reward_low": ("lowest reward", "reward", False),
+    "steps_most": ("most steps", "step_count", True),
+    "steps_fewest": ("fewest steps", "step_count", False),
+}
 
 
 @dataclass
@@ -31,6 +42,11 @@ class Filters:
     min_steps: int | None = None
     max_steps: int | None = None
     tag: str = ""
+    since: date | None = None  # created on or after (UTC date)
+    until: date | None = None  # created on or before
+    min_id: int | None = None
+    max_id: int | None = None
+    sort: str = "newest"
 
     @classmethod
     def from_query(cls, data: Any) -> Filters:
@@ -56,12 +72,26 @@ class Filters:
                 "tag",
             )
         }
+
+        def day(name):
+            raw = (data.get(name) or "").strip()
+            try:
+                return date.fromisoformat(raw) if raw else None
+            except ValueError:
+                return None
+
+        sort = (data.get("sort") or "newest").strip()
         return cls(
             **text,
             min_reward=number("min_reward", float),
             max_reward=number("max_reward", float),
             min_steps=number("min_steps", int),
             max_steps=number("max_steps", int),
+            since=day("since"),
+            until=day("until"),
+            min_id=number("min_id", int),
+            max_id=number("max_id", int),
+            sort=sort if sort in SORTS else "newest",
         )
 
 
@@ -109,21 +139,79 @@ def trajectory_list(filters: Filters) -> QuerySet[TrajectoryRow]:
             if connection.vendor == "postgresql"
             else qs.filter(tags__icontains=f'"{filters.tag}"')
         )
+    if filters.since is not None:
+        qs = qs.filter(created_at__gte=datetime.combine(filters.since, time.min, UTC))
+    if filters.until is not None:
+        end = datetime.combine(filters.until + timedelta(days=1), time.min, UTC)
+        qs = qs.filter(created_at__lt=end)
+    if filters.min_id is not None:
+        qs = qs.filter(pk__gte=filters.min_id)
+    if filters.max_id is not None:
+        qs = qs.filter(pk__lte=filters.max_id)
     if filters.q:
         qs = _search(qs, filters.q)
-    return qs.order_by("-id")
+    _, column, descending = SORTS.get(filters.sort, SORTS["newest"])
+    if column == "id":
+        return qs.order_by("-id" if descending else "id")
+    field = F(column).desc(nulls_last=True) if descending else F(column).asc(nulls_last=True)
+    return qs.order_by(field, "-id" if descending else "id")
+
+
+def _after(qs: QuerySet, column: str, descending: bool, value: Any, last_id: int) -> QuerySet:
+    """Rows after (value, last_id) in the order (column [desc] nulls last, id [desc])."""
+    beyond = "lt" if descending else "gt"
+    id_after = Q(**{f"pk__{beyond}": last_id})
+    if column == "id":
+        return qs.filter(id_after)
+    if value is None:  # inside the trailing NULL block
+        return qs.filter(Q(**{f"{column}__isnull": True}) & id_after)
+    return qs.filter(
+        Q(**{f"{column}__{beyond}": value})
+        | (Q(**{column: value}) & id_after)
+        | Q(**{f"{column}__isnull": True})
+    )
+
+
+def encode_cursor(row: TrajectoryRow, sort: str) -> str:
+    _, column, _ = SORTS.get(sort, SORTS["newest"])
+    if column == "id":
+        return str(row.pk)
+    value = getattr(row, column)
+    return f"{'' if value is None else repr(value)}~{row.pk}"
+
+
+def decode_cursor(cursor: str, sort: str) -> tuple[Any, int] | None:
+    _, column, _ = SORTS.get(sort, SORTS["newest"])
+    try:
+        if column == "id":
+            return None, int(cursor)
+        raw, _, pk = cursor.rpartition("~")
+        kind = float if column == "reward" else int
+        return (kind(raw) if raw else None), int(pk)
+    except ValueError:
+        return None
 
 
 def keyset_page(
-    qs: QuerySet[TrajectoryRow], *, before: int | None
-) -> tuple[list[TrajectoryRow], int | None]:
-    """Newest first; ``before`` is the smallest id of the previous page."""
-    if before is not None:
-        qs = qs.filter(pk__lt=before)
+    qs: QuerySet[TrajectoryRow],
+    *,
+    before: int | None = None,
+    cursor: str | None = None,
+    sort: str = "newest",
+) -> tuple[list[TrajectoryRow], str | None]:
+    """One page in ``sort`` order after ``cursor`` (what the previous page returned; for newest
+    first, ``before`` — the smallest id of the previous page — works too). Returns the rows and
+    the cursor of the next page, or None on the last page."""
+    _, column, descending = SORTS.get(sort, SORTS["newest"])
+    if cursor is None and before is not None:
+        cursor = str(before)
+    decoded = decode_cursor(cursor, sort) if cursor else None
+    if decoded is not None:
+        qs = _after(qs, column, descending, decoded[0], decoded[1])
     rows = list(qs[: PAGE_SIZE + 1])
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
-    return rows, (rows[-1].pk if more and rows else None)
+    return rows, (encode_cursor(rows[-1], sort) if more and rows else None)
 
 
 def distinct_values(field: str) -> list[str]:

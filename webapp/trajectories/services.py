@@ -341,16 +341,20 @@ def trajectory_finish(
 
 
 def trajectories_import_files(
-    *, paths: list[str], format: str | None = None, user=None
+    *, paths: list[str], format: str | None = None, user=None, on_parsed=None
 ) -> ImportSummary:
-    """Read and parse every file first (any failure: nothing is written), then store them."""
+    """Read and parse every file first (any failure: nothing is written), then store them.
+    ``on_parsed(done, total, results_so_far)`` is called after each file (the import job reports
+    progress with it)."""
     from pathlib import Path
 
     from trainer_core.recording.importers import ImportFailure, import_path
 
     results: list[ImportResult] = []
     raw: dict[str, bytes] = {}
-    for path in paths:
+    for number, path in enumerate(paths, start=1):
+        if on_parsed is not None and number > 1:
+            on_parsed(number - 1, len(paths), results)
         try:
             file_results = import_path(path, format=format)
         except ImportFailure as exc:
@@ -359,6 +363,8 @@ def trajectories_import_files(
         for item in file_results:
             raw[item.file] = data if item.file == Path(path).name else b""
         results.extend(file_results)
+    if on_parsed is not None:
+        on_parsed(len(paths), len(paths), results)
     raw = {name: data for name, data in raw.items() if data}
     return trajectories_import(results=results, raw=raw, user=user)
 

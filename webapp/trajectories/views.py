@@ -4,13 +4,15 @@ import json
 import tempfile
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
-from webapp.trajectories import selectors, services
+from webapp.trajectories import bulk, importjob, selectors, services
 from webapp.trajectories.forms import ImportForm
 from webapp.trajectories.models import Step, Trajectory
 
@@ -25,14 +27,22 @@ def trajectory_list(request):
         before = int(request.GET["before"]) if request.GET.get("before") else None
     except ValueError:
         before = None
-    rows, next_before = selectors.keyset_page(selectors.trajectory_list(filters), before=before)
+    rows, next_cursor = selectors.keyset_page(
+        selectors.trajectory_list(filters),
+        before=before,
+        cursor=request.GET.get("after") or None,
+        sort=filters.sort,
+    )
     query = request.GET.copy()
     query.pop("before", None)
+    query.pop("after", None)
     context = {
         "active_area": "trajectories",
         "rows": rows,
         "filters": filters,
-        "next_before": next_before,
+        "next_cursor": next_cursor,
+        "sorts": [(name, label) for name, (label, _, _) in selectors.SORTS.items()],
+        "bulk_actions": bulk.actions_for(request.user),
         "query": query.urlencode(),
         "choices": {
             name: selectors.distinct_values(name)
@@ -42,21 +52,56 @@ def trajectory_list(request):
     return render(request, "trajectories/list.html", context)
 
 
-@requires(Need.READ)
-def trajectory_detail(request, pk: int):
-    row = get_object_or_404(Trajectory.objects.select_related("source_file", "task"), pk=pk)
-    steps = list(row.steps.order_by("index")[:FIRST_SCREEN_STEPS])
+def _steps_context(row: Trajectory, *, after: int | None) -> dict:
+    """One chunk of steps after index ``after`` (None: from the start), and what follows it: a
+    "show more" button when more steps are stored, a poller while the trajectory runs."""
+    qs = row.steps.order_by("index")
+    if after is not None:
+        qs = qs.filter(index__gt=after)
+    steps = list(qs[: FIRST_SCREEN_STEPS + 1])
+    more = len(steps) > FIRST_SCREEN_STEPS
+    steps = steps[:FIRST_SCREEN_STEPS]
     for step in steps:
         step.preview = step.observation[:OBSERVATION_PREVIEW]
         step.cut = len(step.observation) > OBSERVATION_PREVIEW
-    context = {
-        "active_area": "trajectories",
+    last_index = steps[-1].index if steps else (after if after is not None else -1)
+    remaining = 0
+    if more:
+        remaining = row.steps.filter(index__gt=last_index).count()
+    return {
         "row": row,
         "steps": steps,
-        "more_steps": max(0, row.step_count - len(steps)),
+        "after": after,
+        "last_index": last_index,
+        "more_steps": remaining,
+        "chunk": min(FIRST_SCREEN_STEPS, remaining),
         "live": row.status == Trajectory.Status.RUNNING,
     }
+
+
+@requires(Need.READ)
+def trajectory_detail(request, pk: int):
+    row = get_object_or_404(Trajectory.objects.select_related("source_file", "task"), pk=pk)
+    context = {"active_area": "trajectories", **_steps_context(row, after=None)}
     return render(request, "trajectories/detail.html", context)
+
+
+@requires(Need.READ)
+def trajectory_steps(request, pk: int):
+    """The steps after ``?after=<index>``: "show more" on long trajectories, and the live poll of
+    a running one (which also refreshes the facts card out of band, so the status changes)."""
+    row = get_object_or_404(Trajectory.objects.select_related("source_file", "task"), pk=pk)
+    try:
+        after = int(request.GET.get("after", "-1"))
+    except ValueError:
+        after = -1
+    context = _steps_context(row, after=after)
+    body = render(request, "trajectories/detail.html#step_items", context).content.decode()
+    if row.source == Trajectory.Source.ROLLOUT:
+        body += render(
+            request, "trajectories/detail.html#facts", {**context, "oob": True}
+        ).content.decode()
+    return HttpResponse(body)
 
 
 @requires(Need.READ)
@@ -95,6 +140,14 @@ def trajectory_import(request):
     form = ImportForm(request.POST or None, request.FILES or None)
     summary = None
     if request.method == "POST" and form.is_valid():
+        uploads = form.cleaned_data["files"]
+        size = sum(upload.size or 0 for upload in uploads)
+        if form.cleaned_data["background"] or size > settings.STEPLAB_IMPORT_INLINE_MAX_BYTES:
+            job = importjob.import_enqueue(
+                uploads=uploads, format=form.cleaned_data["format"] or None, user=request.user
+            )
+            messages.info(request, f"Importing {len(uploads)} file(s) in job {job.pk}.")
+            return redirect("jobs:detail", pk=job.pk)
         with tempfile.TemporaryDirectory(prefix="steplab-upload-") as folder:
             paths = []
             for number, upload in enumerate(form.cleaned_data["files"]):
@@ -137,6 +190,22 @@ def trajectory_tag(request):
     return redirect(request.POST.get("next") or "trajectories:list")
 
 
+@requires(Need.READ)
+def trajectory_export_selection(request):
+    """Bulk action: the selected trajectories as canonical JSONL (steplab-jsonl)."""
+    if request.method != "POST":
+        return redirect("trajectories:list")
+    ids = bulk.selected_ids(request)
+    if not ids:
+        messages.error(request, "Select the trajectories to export first.")
+        return redirect(request.POST.get("next") or "trajectories:list")
+    rows = Trajectory.objects.filter(pk__in=ids).order_by("pk")
+    body = "".join(selectors.trajectory_spec(row).to_json() + "\n" for row in rows)
+    response = HttpResponse(body, content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="trajectories-{len(ids)}.jsonl"'
+    return response
+
+
 def _json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
@@ -146,8 +215,14 @@ def trajectory_diff(request):
     """Two trajectories side by side, steps aligned on tool and parameters."""
     from trainer_core.recording.align import align_steps, param_diff, reward_delta, text_diff
 
-    ids = request.GET.getlist("selected") or [request.GET.get("a", ""), request.GET.get("b", "")]
-    ids = [i for i in ids if i and i.isdigit()]
+    selected = [i for i in request.GET.getlist("selected") if i.isdigit()]
+    if selected:  # from the list's selection form: go to the clean, shareable URL
+        if len(selected) != 2:
+            messages.error(request, "Select exactly two trajectories to compare.")
+            return redirect("trajectories:list")
+        ordered = sorted(selected, key=int)
+        return redirect(f"{reverse('trajectories:diff')}?a={ordered[0]}&b={ordered[1]}")
+    ids = [i for i in (request.GET.get("a", ""), request.GET.get("b", "")) if i and i.isdigit()]
     if len(ids) != 2:
         messages.error(request, "Select exactly two trajectories to compare.")
         return redirect("trajectories:list")

@@ -96,8 +96,9 @@ def test_diff_aligns_steps_and_marks_the_first_divergence(viewer):
         'data-testid="left-outcome">success' in body
         and 'data-testid="right-outcome">failure' in body
     )
-    selected = viewer.get(reverse("trajectories:diff"), {"selected": [a, b]})
-    assert selected.status_code == 200
+    selected = viewer.get(reverse("trajectories:diff"), {"selected": [b, a], "csrf": "x"})
+    assert selected.status_code == 302
+    assert selected["Location"] == reverse("trajectories:diff") + f"?a={a}&b={b}"
     one = viewer.get(reverse("trajectories:diff"), {"selected": [a]}, follow=True)
     assert b"Select exactly two trajectories" in one.content
 
@@ -153,3 +154,119 @@ def test_everything_a_model_wrote_is_shown_literally(viewer):
             "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in body or "&lt;script&gt;" in body
         ), url
         assert "{{ 7*7 }}" in body or "{{ 7*7 }}"[:5] in body, url
+
+
+def _ids(body: str) -> list[int]:
+    import re
+
+    return [int(m) for m in re.findall(r'data-trajectory-id="(\d+)"', body)]
+
+
+def _walk(viewer, params: dict) -> list[int]:
+    """Every page of the list in order, following the "next page" cursor."""
+    import re
+    from html import unescape
+
+    seen: list[int] = []
+    query = dict(params)
+    for _ in range(20):
+        body = viewer.get(reverse("trajectories:list"), query).content.decode()
+        seen.extend(_ids(body))
+        nxt = re.search(r'href="\?([^"]*)" data-testid="older"', body)
+        if not nxt:
+            return seen
+        from urllib.parse import parse_qsl
+
+        query = dict(parse_qsl(unescape(nxt.group(1))))
+    raise AssertionError(f"the pages never ended: {params} {query} {seen[:120]}")
+
+
+def test_sorting_with_keyset_pages_visits_every_row_once_in_order(viewer):
+    # 120 trajectories: rewards repeat (ties broken by id), some are NULL (sorted last).
+    specs = []
+    for i in range(120):
+        t = _traj(f"s{i}", ["bash"] * (1 + i % 7), success=None if i % 5 == 0 else i % 2 == 0)
+        t.outcome = Outcome(success=t.outcome.success, score=None if i % 5 == 0 else (i % 4) / 4)
+        specs.append(t)
+    ids = _store(*specs)
+    rows = {r.pk: r for r in TrajectoryRow.objects.filter(pk__in=ids)}
+
+    def expected(key, descending):
+        present = [pk for pk in ids if key(rows[pk]) is not None]
+        missing = [pk for pk in ids if key(rows[pk]) is None]
+        present.sort(key=lambda pk: (key(rows[pk]), pk), reverse=descending)
+        return present + sorted(missing, reverse=descending)
+
+    assert _walk(viewer, {"sort": "newest"}) == sorted(ids, reverse=True)
+    assert _walk(viewer, {"sort": "oldest"}) == sorted(ids)
+    assert _walk(viewer, {"sort": "reward_high"}) == expected(lambda r: r.reward, True)
+    assert _walk(viewer, {"sort": "reward_low"}) == expected(lambda r: r.reward, False)
+    assert _walk(viewer, {"sort": "steps_most"}) == expected(lambda r: r.step_count, True)
+    fewest = _walk(viewer, {"sort": "steps_fewest", "outcome": "success"})
+    assert fewest == [
+        pk for pk in expected(lambda r: r.step_count, False) if rows[pk].success is True
+    ]
+    # a nonsense sort or cursor falls back to the default instead of failing
+    assert viewer.get(reverse("trajectories:list"), {"sort": "x", "after": "zz"}).status_code == 200
+
+
+def test_date_and_id_filters(viewer):
+    import datetime as dt
+
+    old, new = _store(_traj("old", ["bash"]), _traj("new", ["bash"]))
+    TrajectoryRow.objects.filter(pk=old).update(
+        created_at=dt.datetime(2024, 3, 1, 12, tzinfo=dt.UTC)
+    )
+    body = viewer.get(reverse("trajectories:list"), {"until": "2024-03-01"}).content.decode()
+    assert _ids(body) == [old]
+    body = viewer.get(reverse("trajectories:list"), {"since": "2024-03-02"}).content.decode()
+    assert _ids(body) == [new]
+    body = viewer.get(reverse("trajectories:list"), {"min_id": new, "max_id": new}).content.decode()
+    assert _ids(body) == [new]
+
+
+def test_export_selection_bulk_action_downloads_canonical_jsonl(viewer):
+    a, b, c = _store(_traj("e1", ["bash"]), _traj("e2", ["grep", "edit"]), _traj("e3", ["x"]))
+    page = viewer.get(reverse("trajectories:list")).content.decode()
+    assert 'data-testid="bulk-export"' in page
+    response = viewer.post(reverse("trajectories:export_selection"), {"selected": [a, b]})
+    lines = response.content.decode().splitlines()
+    assert response["Content-Type"] == "application/x-ndjson"
+    assert [json.loads(line)["task"]["id"] for line in lines] == ["task-e1", "task-e2"]
+    assert [len(json.loads(line)["steps"]) for line in lines] == [1, 2]
+
+
+def test_long_trajectories_load_more_steps_on_demand(viewer):
+    (pk,) = _store(_traj("long", ["bash"] * 450))
+    body = viewer.get(reverse("trajectories:detail", args=[pk])).content.decode()
+    assert body.count('class="step"') == 200 and "Show the next 200 of 250 more steps" in body
+    more = viewer.get(reverse("trajectories:steps", args=[pk]), {"after": 199}).content.decode()
+    assert 'id="step-200"' in more and 'id="step-399"' in more and 'id="step-400"' not in more
+    assert "Show the next 50 of 50 more steps" in more
+    last = viewer.get(reverse("trajectories:steps", args=[pk]), {"after": 399}).content.decode()
+    assert last.count('class="step"') == 50 and "more steps" not in last
+    assert 'data-testid="live-steps"' not in last
+
+
+def test_a_running_trajectory_shows_new_steps_as_they_arrive(viewer):
+    from trainer_core.recording.schema import Step as StepSpec
+
+    row = services.trajectory_begin(key="run-1:t:0:-", prompt="live task", agent="steplab")
+    body = viewer.get(reverse("trajectories:detail", args=[row.pk])).content.decode()
+    assert 'data-testid="live-steps"' in body and 'hx-trigger="every 2s"' in body
+    assert "after=-1" in body
+    services.trajectory_append_step(
+        trajectory=row, step=StepSpec(index=0, tool="calculator", observation="4")
+    )
+    poll = viewer.get(reverse("trajectories:steps", args=[row.pk]), {"after": -1}).content.decode()
+    assert 'id="step-0"' in poll and "calculator" in poll
+    assert 'data-testid="live-steps"' in poll and "after=0" in poll  # keeps polling from step 0
+    assert 'hx-swap-oob="true"' in poll and 'data-testid="status">running' in poll
+    services.trajectory_append_step(
+        trajectory=row, step=StepSpec(index=1, tool="submit", observation="done")
+    )
+    services.trajectory_finish(trajectory=row, outcome={"success": True, "terminated": True})
+    poll = viewer.get(reverse("trajectories:steps", args=[row.pk]), {"after": 0}).content.decode()
+    assert 'id="step-1"' in poll and 'id="step-0"' not in poll
+    assert 'data-testid="live-steps"' not in poll  # finished: the polling stops
+    assert 'data-testid="status">finished' in poll and 'data-testid="outcome">success' in poll
