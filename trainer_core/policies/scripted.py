@@ -117,7 +117,11 @@ class ScriptedPolicy:
     """Plays ``task.reference_solution`` step by step, injecting mistakes with the given
     probabilities (see the module docstring). ``reset(task)``, then ``act(...)`` per step."""
 
-    def __init__(self, mistakes: dict[str, float] | None = None, seed: int = 0):
+    def __init__(self, mistakes: dict[str, float] | None = None, seed: int = 0, delay: float = 0.0):
+        if isinstance(delay, bool) or not isinstance(delay, int | float) or not 0 <= delay <= 60:
+            raise ConfigError("delay must be a number of seconds within 0..60")
+        self.delay = float(delay)  # "think time" per action, like a model's latency
+        self.name = "scripted"
         mistakes = dict(mistakes or {})
         for kind, probability in mistakes.items():
             if kind not in MISTAKE_KINDS:
@@ -160,6 +164,11 @@ class ScriptedPolicy:
     ) -> dict[str, Any]:
         """The next action ``{"tool", "params", "thought"}``."""
         self.last_usage = _zero_usage()
+        if self.delay:
+            import time
+
+            time.sleep(self.delay)
+            self.last_usage["latency"] = self.delay
         names, required = _tool_info(tools)
         while not self._queue and self._next < len(self._reference):
             self._plan(self._next, names, required)

@@ -14,7 +14,12 @@ from celery import Celery
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.config.settings")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-WORKER_MODULES = ["workers.presence", "workers.diagnostics", "workers.trajectories"]
+WORKER_MODULES = [
+    "workers.presence",
+    "workers.diagnostics",
+    "workers.trajectories",
+    "workers.rollouts",
+]
 
 app = Celery("steplab", include=WORKER_MODULES)
 app.config_from_object("django.conf:settings", namespace="CELERY")

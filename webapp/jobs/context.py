@@ -69,6 +69,7 @@ class JobContext:
         self._lost = threading.Event()
         self._stop = threading.Event()
         self._heartbeat_thread: threading.Thread | None = None
+        self._on_cancel: list[Any] = []
 
     # --- reporting -------------------------------------------------------------------------
 
@@ -165,11 +166,24 @@ class JobContext:
             self._last_flush = time.monotonic()
         self._apply_ack(ack)
 
+    def on_cancel(self, callback) -> None:
+        """Call ``callback()`` (from the heartbeat thread) as soon as a cancel is seen, e.g. to
+        kill a sandbox in the middle of a long step. Called at most once."""
+        with self._lock:
+            self._on_cancel.append(callback)
+
     def _apply_ack(self, ack: services.ProgressAck) -> None:
         if not ack.owned:
             self._lost.set()
-        if ack.cancel_requested:
+        if ack.cancel_requested and not self._cancelled.is_set():
             self._cancelled.set()
+            with self._lock:
+                callbacks, self._on_cancel = list(self._on_cancel), []
+            for callback in callbacks:
+                try:
+                    callback()
+                except Exception:
+                    logger.exception("on_cancel callback of job %s failed", self.job_id)
 
     # --- fan-out ----------------------------------------------------------------------------
 

@@ -384,6 +384,14 @@ def _advance_locked(parent: Job) -> None:
     _dispatch_on_commit(parent)
 
 
+def job_report_for_children(*, job_id: int, progress: float, message: str) -> None:
+    """Progress of a parent that waits for its children (its children report it, since the
+    parent runs no code meanwhile). Only while it waits; never moves progress backwards."""
+    Job.objects.filter(
+        pk=job_id, status=JobStatus.RUNNING, awaiting_children=True, progress__lte=progress
+    ).update(progress=max(0.0, min(1.0, progress)), message=message[:500])
+
+
 def job_child_finished(*, child: Job) -> None:
     """A child ended: if it was the parent's last unfinished child, advance the parent."""
     if not child.parent_id:

@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class RolloutsConfig(AppConfig):
     name = "webapp.rollouts"
     label = "rollouts"
+
+    def ready(self) -> None:
+        from webapp.common.seed import register_seeder
+        from webapp.rollouts import collectjob
+        from webapp.rollouts.services import policies_seed_builtin
+
+        collectjob.register()
+        register_seeder("policies", policies_seed_builtin)

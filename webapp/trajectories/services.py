@@ -315,12 +315,31 @@ def trajectory_append_step(*, trajectory: Trajectory, step: StepSpec) -> bool:
     return inserted
 
 
+def trajectory_restart(*, trajectory: Trajectory) -> Trajectory:
+    """Start a rollout trajectory over (its episode is run again after a crash): its steps are
+    deleted and it is running again, so the re-run stores each step once."""
+    with transaction.atomic():
+        Step.objects.filter(trajectory_id=trajectory.pk).delete()
+        Trajectory.objects.filter(pk=trajectory.pk).update(
+            status=Trajectory.Status.RUNNING,
+            step_count=0,
+            tokens_in=0,
+            tokens_out=0,
+            success=None,
+            reward=None,
+            finished_at=None,
+        )
+    trajectory.refresh_from_db()
+    return trajectory
+
+
 def trajectory_finish(
     *,
     trajectory: Trajectory,
     outcome: OutcomeSpec | dict[str, Any],
     failed: bool = False,
     error: str = "",
+    cost_usd: float | None = None,
 ) -> Trajectory:
     spec = outcome if isinstance(outcome, OutcomeSpec) else OutcomeSpec.model_validate(outcome)
     reward = spec.partial_credit if spec.partial_credit is not None else spec.score
@@ -334,6 +353,8 @@ def trajectory_finish(
     if error:
         trajectory.metadata = dict(trajectory.metadata, error=error)
     trajectory.finished_at = timezone.now()
+    if cost_usd is not None:
+        trajectory.cost_usd = cost_usd
     trajectory.step_count = trajectory.steps.count()
     trajectory.save()
     trajectories_index_for_search([trajectory.pk])

@@ -1,0 +1,116 @@
+"""Collect jobs on real Celery workers: fan-out over the rollouts queue, streaming into the
+trajectory store, and a worker SIGKILLed in the middle."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import wait_for
+from trainer_core.envs.arithmetic import arithmetic_tasks
+from trainer_core.tasks.files import dump_tasks_jsonl
+from webapp.jobs.models import Job, JobStatus
+from webapp.rollouts import services
+from webapp.rollouts.models import CollectRun, Episode, Policy
+from webapp.tasks.services import task_set_import
+from webapp.trajectories.models import Step, Trajectory
+
+pytestmark = [pytest.mark.worker]
+
+
+def _task_set(n: int = 2, name: str = "arith-two"):
+    tasks = arithmetic_tasks("train", n=n)
+    for task in tasks:
+        task.environment = "steplab/arithmetic"
+    task_set, _ = task_set_import(text=dump_tasks_jsonl(tasks), name=name)
+    task_set.environment = "steplab/arithmetic"
+    task_set.save()
+    return task_set
+
+
+def _finished(job_id: int) -> Job | None:
+    job = Job.objects.get(pk=job_id)
+    return job if job.is_terminal else None
+
+
+def _assert_exactly_six(run: CollectRun) -> None:
+    trajectories = Trajectory.objects.filter(metadata__collect_run=run.pk)
+    assert trajectories.count() == 6
+    assert set(trajectories.values_list("status", flat=True)) == {"finished"}
+    keys = set(trajectories.values_list("idempotency_key", flat=True))
+    assert keys == {e.idempotency_key for e in run.episodes.all()}
+    for trajectory in trajectories:
+        indexes = list(Step.objects.filter(trajectory=trajectory).values_list("index", flat=True))
+        assert sorted(indexes) == list(range(len(indexes))), "each step stored once"
+        assert trajectory.step_count == len(indexes) >= 2
+        assert trajectory.steps.order_by("-index").first().tool == "submit"
+
+
+@pytest.mark.sqlite
+def test_scripted_collect_job_makes_six_trajectories_with_correct_outcomes(celery_worker, operator):
+    task_set = _task_set()
+    policy = Policy.objects.create(name="scripted", kind="scripted")
+    noisy = Policy.objects.create(
+        name="always-wrong", kind="scripted", parameters={"mistakes": {"wrong_answer": 1.0}}
+    )
+    run = services.collect_launch(
+        task_set=task_set, policy=policy, episodes_per_task=3, max_steps=8, user=operator
+    )
+    job = wait_for(lambda: _finished(run.job_id), timeout=90, what="collect job to end")
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    run.refresh_from_db()
+    assert run.episodes_total == 6 and run.episodes_done == 6 and run.successes == 6
+    assert job.children.count() == 2 and job.progress == 1.0
+    assert set(run.episodes.values_list("status", flat=True)) == {"finished"}
+    _assert_exactly_six(run)
+    assert set(Trajectory.objects.filter(policy="scripted").values_list("success", flat=True)) == {
+        True
+    }
+
+    wrong = services.collect_launch(
+        task_set=task_set, policy=noisy, episodes_per_task=3, max_steps=8, concurrency=1
+    )
+    job = wait_for(lambda: _finished(wrong.job_id), timeout=90, what="second collect job")
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    wrong.refresh_from_db()
+    assert wrong.episodes_done == 6 and wrong.successes == 0
+    assert set(wrong.episodes.values_list("success", flat=True)) == {False}
+    assert job.result["episodes"]["finished"] == 6
+
+
+@pytest.mark.slow
+def test_sigkill_mid_job_then_a_new_worker_finishes_with_exactly_six(worker_factory, operator):
+    task_set = _task_set(name="arith-kill")
+    # slow steps so the kill lands in the middle: 2 tasks x 3 episodes x ~3 steps x 0.3 s
+    policy = Policy.objects.create(name="scripted-slow", kind="scripted", parameters={"delay": 0.3})
+    run = services.collect_launch(
+        task_set=task_set,
+        policy=policy,
+        episodes_per_task=3,
+        max_steps=8,
+        step_timeout=None,
+        concurrency=2,
+    )
+    from django.conf import settings
+
+    doomed = worker_factory("doomed")
+    wait_for(
+        lambda: (
+            Episode.objects.filter(run=run, status="finished").exists()
+            and Episode.objects.filter(run=run, status="running").exists()
+        ),
+        timeout=60,
+        interval=0.05,
+        what="an episode finished and one running",
+    )
+    doomed.kill()  # SIGKILL to the main process and its pool at once
+    assert not _finished(run.job_id)
+    running_before = Episode.objects.filter(run=run, status="running").count()
+    assert running_before >= 1
+    worker_factory("rescuer")
+    job = wait_for(lambda: _finished(run.job_id), timeout=120, what="collect job to end")
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    run.refresh_from_db()
+    assert run.episodes_done == 6 and run.successes == 6 and run.episodes_failed == 0
+    _assert_exactly_six(run)
+    assert Episode.objects.filter(run=run, attempts__gte=2).exists(), "an episode was re-run"
+    assert settings.STEPLAB_JOB_DEAD_AFTER_SECONDS < 10

@@ -1,0 +1,410 @@
+"""collect(): episodes of a policy in an environment, recorded as trajectories, streamed out.
+
+::
+
+    from trainer_core.rollouts.collect import collect
+    results = collect(
+        "steplab/arithmetic", tasks, lambda seed: ScriptedPolicy(seed=seed),
+        episodes_per_task=3, max_steps=6, concurrency=2, seed=0,
+        on_episode=lambda result: print(result.trajectory.outcome.success),
+    )
+
+Each (task, episode) pair is one :class:`EpisodeSpec` with its own seed, derived from the run
+seed, the task id and the episode index (so the same spec gets the same seed whichever worker or
+chunk runs it). An episode that crashes — the environment raised, the policy raised a
+:class:`~trainer_core.errors.PolicyError` — is returned as failed with its error and the steps it
+had; the other episodes go on. ``on_step(spec, step)`` is called as each step is recorded (the
+Celery task appends it to the trajectory store), ``on_episode(result)`` as each episode ends.
+
+Threads run the episodes (``concurrency`` of them, each with its own environment and policy);
+to spread episodes over processes and machines, Steplab's collect job calls :func:`run_episode`
+on Celery workers, one chunk of specs per child task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from trainer_core.errors import ConfigError
+from trainer_core.policies.base import Decision, Turn, Usage, decide, play_step
+from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
+from trainer_core.recording.schema import Usage as UsageRecord
+from trainer_core.tasks.model import Task, coerce_task
+
+__all__ = [
+    "EpisodeResult",
+    "EpisodeSpec",
+    "StopEpisode",
+    "collect",
+    "episode_seed",
+    "episode_specs",
+    "run_episode",
+]
+
+INVALID_OUTPUT_TOOL = "invalid_output"
+
+
+class _Propagate(Exception):
+    """Carries an exception raised by a caller's callback out of the episode's error handling."""
+
+
+class StopEpisode(Exception):
+    """Raised by ``should_stop`` callers to end an episode early (a spend cap, a cancel)."""
+
+
+def episode_seed(run_seed: int, task_id: str, episode: int) -> int:
+    digest = hashlib.sha256(f"{run_seed}:{task_id}:{episode}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    task: Task
+    episode: int  # 0-based index among this task's episodes
+    seed: int
+
+    @property
+    def task_id(self) -> str:
+        return self.task.id or ""
+
+
+@dataclass
+class EpisodeResult:
+    spec: EpisodeSpec
+    trajectory: Trajectory
+    error: str | None = None  # set when the episode crashed (the trajectory has the steps so far)
+    stopped: str | None = None  # set when should_stop ended it early (the reason)
+    usage: Usage = field(default_factory=Usage)
+    decisions: list[Decision] = field(default_factory=list)  # kept when keep_decisions=True
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+def episode_specs(
+    tasks: Iterable[Task | dict | str], *, episodes_per_task: int = 1, seed: int = 0
+) -> list[EpisodeSpec]:
+    if episodes_per_task < 1:
+        raise ConfigError("episodes_per_task must be at least 1")
+    specs = []
+    for position, raw in enumerate(tasks):
+        task = coerce_task(raw)
+        if task is None:
+            raise ConfigError(f"task #{position} is empty")
+        key = task.id or f"#{position}"
+        for episode in range(episodes_per_task):
+            specs.append(EpisodeSpec(task, episode, episode_seed(seed, key, episode)))
+    return specs
+
+
+def _outcome(last_info: dict[str, Any], *, terminated: bool, truncated: bool) -> Outcome:
+    raw = dict(last_info.get("outcome") or {})
+    known = {k: raw[k] for k in Outcome.model_fields if k in raw}
+    known["terminated"] = terminated
+    known["truncated"] = truncated
+    if "metadata" not in known:
+        known["metadata"] = {}
+    for key in ("truncated_reason", "answer"):
+        if last_info.get(key) is not None:
+            known["metadata"] = {**known["metadata"], key: last_info[key]}
+    return Outcome.model_validate(known)
+
+
+def run_episode(
+    env: Any,
+    policy: Any,
+    spec: EpisodeSpec,
+    *,
+    max_steps: int = 30,
+    environment: str = "",
+    policy_name: str = "",
+    model: str = "",
+    agent: str = "steplab",
+    on_step: Callable[[EpisodeSpec, Step], None] | None = None,
+    should_stop: Callable[[], str | None] | None = None,
+    keep_decisions: bool = False,
+) -> EpisodeResult:
+    """Play one episode of ``policy`` in ``env`` on ``spec.task`` and record it.
+
+    Never raises for what happens inside the episode: an exception from the environment or the
+    policy ends the episode with ``error`` set (the trajectory keeps the steps before it).
+    ``should_stop()`` is asked before every step; a reason string ends the episode (truncated,
+    ``stopped`` set). Exceptions raised by ``on_step`` itself (a cancelled job) do propagate.
+    """
+    if max_steps < 1:
+        raise ConfigError("max_steps must be at least 1")
+    task = spec.task
+    trajectory = Trajectory(
+        task=TaskRef(
+            id=task.id or "",
+            task_set=str(task.metadata.get("task_set", "") or ""),
+            domain=task.domain or getattr(env, "domain", "generic") or "generic",
+            prompt=task.prompt or "",
+        ),
+        agent=agent,
+        model=model,
+        policy=policy_name,
+        environment=environment,
+        metadata={"episode": spec.episode, "seed": spec.seed},
+        source_format="steplab",
+    )
+    total = Usage()
+    decisions: list[Decision] = []
+    history: list[Turn] = []
+    error: str | None = None
+    stopped: str | None = None
+    last_info: dict[str, Any] = {}
+    terminated = truncated = False
+    started = time.monotonic()
+    try:
+        ts = env.reset(task=task, seed=spec.seed)
+        policy.reset(env.task if getattr(env, "task", None) is not None else task)
+        observation = ts.observation
+        if not trajectory.task.prompt:
+            trajectory.task.prompt = observation
+        tools = list(env.available_tools)
+        while not ts.done and len(history) < max_steps:
+            reason = should_stop() if should_stop is not None else None
+            if reason:
+                stopped = reason
+                truncated = True
+                last_info = {"truncated_reason": reason}
+                break
+            step_started = datetime.now(UTC)
+            decision = decide(policy, observation, history, tools)
+            total = total + decision.usage
+            if keep_decisions:
+                decisions.append(decision)
+            env_started = time.monotonic()
+            ts = play_step(env, decision)
+            env_seconds = time.monotonic() - env_started
+            info = dict(ts.info)
+            action = decision.action
+            if action is None:
+                tool, params, thought = INVALID_OUTPUT_TOOL, {"raw": decision.raw[:4000]}, ""
+            else:
+                tool = str(action.get("tool", ""))
+                params = dict(action.get("params") or {})
+                thought = str(action.get("thought") or "")
+            step = Step(
+                index=len(history),
+                thought=thought,
+                tool=tool,
+                params=params,
+                observation=ts.observation,
+                exit_code=info.get("exit_code") if isinstance(info.get("exit_code"), int) else None,
+                error=str(info["error"]) if info.get("error") else None,
+                started_at=step_started,
+                duration=round(env_seconds, 6),
+                tokens_in=decision.usage.tokens_in or None,
+                tokens_out=decision.usage.tokens_out or None,
+                reward=float(ts.reward) if ts.reward else None,
+                metadata={
+                    k: v
+                    for k, v in {
+                        "policy_latency": round(decision.usage.latency, 6) or None,
+                        "cost": decision.usage.cost or None,
+                        "malformed": decision.error,
+                    }.items()
+                    if v
+                },
+            )
+            trajectory.steps.append(step)
+            history.append(
+                Turn(
+                    action=action,
+                    observation=ts.observation,
+                    raw=decision.raw,
+                    error=decision.error,
+                )
+            )
+            if on_step is not None:
+                try:
+                    on_step(spec, step)
+                except BaseException as exc:  # the caller's own failure (a cancelled job)
+                    raise _Propagate() from exc
+            observation = ts.observation
+            last_info = info
+            terminated, truncated = ts.terminated, ts.truncated
+        if not ts.done and not stopped:
+            truncated = True
+            last_info = {**last_info, "truncated_reason": "max_steps"}
+    except _Propagate as wrapper:
+        raise wrapper.__cause__ from None
+    except StopEpisode as exc:
+        stopped = str(exc) or "stopped"
+        truncated = True
+    except Exception as exc:  # the episode crashed; the run goes on
+        error = f"{type(exc).__name__}: {exc}"
+        trajectory.metadata["traceback"] = traceback.format_exc(limit=8)[-4000:]
+    trajectory.outcome = _outcome(last_info, terminated=terminated, truncated=truncated)
+    if error is not None or stopped is not None:
+        trajectory.outcome.success = False if error is None else None
+        trajectory.outcome.metadata = {
+            **trajectory.outcome.metadata,
+            **({"error": error} if error else {"stopped": stopped}),
+        }
+    trajectory.usage = UsageRecord(
+        tokens_in=total.tokens_in,
+        tokens_out=total.tokens_out,
+        cost_usd=total.cost,
+        duration=round(time.monotonic() - started, 6),
+    )
+    return EpisodeResult(spec, trajectory, error, stopped, total, decisions)
+
+
+class Collector:
+    """Runs a set of episode specs with a thread pool; ``interrupt()`` stops what runs."""
+
+    def __init__(
+        self,
+        env_factory: Callable[[], Any],
+        policy_factory: Callable[[int], Any],
+        *,
+        max_steps: int,
+        concurrency: int = 1,
+        **episode_kwargs: Any,
+    ):
+        if concurrency < 1:
+            raise ConfigError("concurrency must be at least 1")
+        self.env_factory = env_factory
+        self.policy_factory = policy_factory
+        self.max_steps = max_steps
+        self.concurrency = concurrency
+        self.episode_kwargs = episode_kwargs
+        self._envs: set[Any] = set()
+        self._lock = threading.Lock()
+        self._interrupted = threading.Event()
+
+    def interrupt(self) -> None:
+        """Stop every running episode now: interrupt and close their environments (a sandbox
+        is killed), and start no new ones."""
+        self._interrupted.set()
+        with self._lock:
+            envs = list(self._envs)
+        for env in envs:
+            for call in (getattr(env, "interrupt", None), getattr(env, "close", None)):
+                if call is not None:
+                    try:
+                        call()
+                    except Exception:  # noqa: S112 - best effort while stopping
+                        continue
+
+    def run_one(self, spec: EpisodeSpec) -> EpisodeResult | None:
+        if self._interrupted.is_set():
+            return None
+        env = self.env_factory()
+        with self._lock:
+            self._envs.add(env)
+        try:
+            policy = self.policy_factory(spec.seed)
+            user_stop = self.episode_kwargs.get("should_stop")
+
+            def should_stop() -> str | None:
+                if self._interrupted.is_set():
+                    return "interrupted"
+                return user_stop() if user_stop is not None else None
+
+            kwargs = {**self.episode_kwargs, "should_stop": should_stop}
+            return run_episode(env, policy, spec, max_steps=self.max_steps, **kwargs)
+        finally:
+            with self._lock:
+                self._envs.discard(env)
+            try:
+                env.close()
+            except Exception:  # noqa: S110 - closing twice after an interrupt is fine
+                pass
+
+    def run(
+        self,
+        specs: Sequence[EpisodeSpec],
+        on_episode: Callable[[EpisodeResult], None] | None = None,
+    ) -> list[EpisodeResult]:
+        results: list[EpisodeResult] = []
+        if self.concurrency == 1:
+            for spec in specs:
+                result = self.run_one(spec)
+                if result is None:
+                    break
+                results.append(result)
+                if on_episode is not None:
+                    on_episode(result)
+            return results
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="collect") as pool:
+            futures = [pool.submit(self.run_one, spec) for spec in specs]
+            try:
+                for future in futures:
+                    result = future.result()
+                    if result is None:
+                        continue
+                    results.append(result)
+                    if on_episode is not None:
+                        on_episode(result)
+            except BaseException:
+                self.interrupt()
+                for future in futures:
+                    future.cancel()
+                raise
+        return results
+
+
+def collect(
+    env_id: str,
+    tasks: Iterable[Task | dict | str],
+    policy: Any,
+    *,
+    episodes_per_task: int = 1,
+    max_steps: int = 30,
+    step_timeout: float | None = None,
+    concurrency: int = 1,
+    seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+    on_step: Callable[[EpisodeSpec, Step], None] | None = None,
+    on_episode: Callable[[EpisodeResult], None] | None = None,
+    should_stop: Callable[[], str | None] | None = None,
+    policy_name: str = "",
+    model: str = "",
+) -> list[EpisodeResult]:
+    """Run ``episodes_per_task`` episodes of every task and return their results in order.
+
+    ``policy`` is a policy object (only with ``concurrency=1``: a policy keeps per-episode
+    state) or a factory ``seed -> policy`` called once per episode. ``step_timeout`` (seconds)
+    bounds each environment step (the Timeout wrapper interrupts it and the observation says so).
+    """
+    from trainer_core.envs import make
+
+    if callable(policy) and not hasattr(policy, "act"):
+        policy_factory = policy
+    else:
+        if concurrency > 1:
+            raise ConfigError(
+                "with concurrency > 1 pass a policy factory (seed -> policy): one policy object "
+                "cannot play several episodes at once"
+            )
+        policy_factory = lambda _seed: policy  # noqa: E731
+    specs = episode_specs(tasks, episodes_per_task=episodes_per_task, seed=seed)
+    overrides = dict(env_kwargs or {})
+    overrides["max_steps"] = None  # collect counts steps itself (max_steps)
+    if step_timeout:
+        overrides["step_seconds"] = step_timeout
+    collector = Collector(
+        lambda: make(env_id, **overrides),
+        policy_factory,
+        max_steps=max_steps,
+        concurrency=concurrency,
+        environment=env_id,
+        on_step=on_step,
+        should_stop=should_stop,
+        policy_name=policy_name,
+        model=model,
+    )
+    return collector.run(specs, on_episode)

@@ -1,0 +1,294 @@
+"""Policies and collect runs: create, try, estimate, launch."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from trainer_core.errors import ConfigError, SteplabError
+from webapp.common.errors import ApplicationError
+from webapp.rollouts.models import CollectRun, Episode, Policy
+from webapp.tasks.models import Task as TaskRow
+from webapp.tasks.models import TaskSet
+
+COLLECT_KIND = "rollouts.collect"
+EPISODES_KIND = "rollouts.collect_episodes"
+
+# What an average model call is assumed to cost in tokens, for the estimate before launch: the
+# system prompt with the tool list, the task, and the history so far (which grows each step).
+BASE_PROMPT_TOKENS = 900
+HISTORY_TOKENS_PER_STEP = 250
+OUTPUT_TOKENS_PER_CALL = 200
+
+
+def _check(kind: str, model: str, prompt_format: str, parameters: dict[str, Any]) -> None:
+    from trainer_core.policies.factory import check_parameters
+
+    try:
+        check_parameters(kind, model, prompt_format, parameters)
+    except ConfigError as exc:
+        raise ApplicationError(f"Invalid policy: {exc}.") from None
+
+
+def policy_save(
+    *,
+    name: str,
+    kind: str,
+    model: str = "",
+    prompt_format: str = "native",
+    parameters: dict[str, Any] | None = None,
+    description: str = "",
+    user=None,
+    instance: Policy | None = None,
+) -> Policy:
+    parameters = dict(parameters or {})
+    _check(kind, model, prompt_format, parameters)
+    if Policy.objects.filter(name=name).exclude(pk=getattr(instance, "pk", None)).exists():
+        raise ApplicationError(f"A policy named {name!r} exists already; choose another name.")
+    policy = instance or Policy(
+        created_by=user if getattr(user, "is_authenticated", False) else None
+    )
+    policy.name = name
+    policy.kind = kind
+    policy.model = model
+    policy.prompt_format = prompt_format
+    policy.parameters = parameters
+    policy.description = description
+    policy.save()
+    return policy
+
+
+def build(policy: Policy, *, seed: int = 0) -> Any:
+    from trainer_core.policies.factory import build_policy
+
+    try:
+        return build_policy(
+            policy.kind,
+            model=policy.model,
+            prompt_format=policy.prompt_format,
+            parameters=policy.parameters,
+            seed=seed,
+            name=policy.name,
+        )
+    except ConfigError as exc:
+        raise ApplicationError(f"Policy {policy.name!r} cannot be built: {exc}.") from None
+
+
+@dataclass
+class TryResult:
+    task: str
+    observation: str
+    action: dict[str, Any] | None
+    error: str | None
+    raw: str
+    usage: dict[str, Any]
+    result: str  # the environment's answer to the action
+    seconds: float
+
+
+def policy_try(*, policy: Policy, task: TaskRow) -> TryResult:
+    """One step of ``policy`` on ``task``: the action it chose, its usage, and what the
+    environment answered. Failures of the backend (no key, server down) become a clear error."""
+    from trainer_core.envs import make
+    from trainer_core.policies.base import decide, play_step
+    from trainer_core.tasks.model import Task as TaskSpec
+
+    spec = TaskSpec.model_validate(task.data)
+    env_id = task.environment or task.task_set.environment
+    if not env_id:
+        raise ApplicationError(f"Task {task} names no environment; set one on its task set.")
+    started = time.monotonic()
+    try:
+        env = make(env_id)
+    except SteplabError as exc:
+        raise ApplicationError(f"The environment {env_id!r} cannot start: {exc}") from None
+    try:
+        ts = env.reset(task=spec, seed=0)
+        agent = build(policy)
+        agent.reset(env.task or spec)
+        decision = decide(agent, ts.observation, [], env.available_tools)
+        answer = play_step(env, decision)
+    except SteplabError as exc:
+        raise ApplicationError(f"Trying {policy.name!r} failed: {exc}") from None
+    finally:
+        env.close()
+    return TryResult(
+        task=str(task),
+        observation=ts.observation,
+        action=decision.action,
+        error=decision.error,
+        raw=decision.raw,
+        usage=decision.usage.as_dict(),
+        result=answer.observation,
+        seconds=time.monotonic() - started,
+    )
+
+
+@dataclass
+class Estimate:
+    episodes: int
+    expected_steps: float  # per episode, from the tasks' reference solutions (capped)
+    calls_expected: int
+    calls_max: int
+    cost_expected: float | None  # None: no known price for the model
+    cost_max: float | None
+    priced: bool
+    llm: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def _call_tokens(steps: float) -> tuple[int, int]:
+    """Average input and output tokens per call over an episode of ``steps`` steps."""
+    return int(BASE_PROMPT_TOKENS + HISTORY_TOKENS_PER_STEP * max(steps - 1, 0) / 2), (
+        OUTPUT_TOKENS_PER_CALL
+    )
+
+
+def collect_estimate(
+    *, policy: Policy, task_set: TaskSet, episodes_per_task: int, max_steps: int
+) -> Estimate:
+    from trainer_core.policies.pricing import estimate_cost, known_price
+
+    tasks = list(task_set.tasks.values_list("data", flat=True))
+    episodes = len(tasks) * episodes_per_task
+    lengths = [
+        min(
+            max_steps,
+            (data.get("reference_steps") or len(data.get("reference_solution") or []) or max_steps)
+            + 1,
+        )
+        for data in tasks
+    ]
+    expected = sum(lengths) / len(lengths) if lengths else 0.0
+    calls_expected = math.ceil(expected * episodes)
+    calls_max = episodes * max_steps
+    llm = policy.is_llm
+    prices = {k: policy.parameters.get(k) for k in ("price_in", "price_out")}
+    priced = llm and (known_price(policy.model) or all(v is not None for v in prices.values()))
+    cost_expected = cost_max = None
+    if not llm:
+        cost_expected = cost_max = 0.0
+    elif priced:
+        tin, tout = _call_tokens(expected)
+        cost_expected = estimate_cost(policy.model, calls_expected, tin, tout, **prices)
+        tin, tout = _call_tokens(max_steps)
+        cost_max = estimate_cost(policy.model, calls_max, tin, tout, **prices)
+    return Estimate(
+        episodes, expected, calls_expected, calls_max, cost_expected, cost_max, priced, llm
+    )
+
+
+def collect_launch(
+    *,
+    task_set: TaskSet,
+    policy: Policy,
+    environment: str = "",
+    episodes_per_task: int = 1,
+    max_steps: int = 30,
+    step_timeout: float | None = None,
+    concurrency: int = 2,
+    seed: int = 0,
+    spend_cap_usd: float | None = None,
+    user=None,
+) -> CollectRun:
+    """Create the run, one Episode row per (task, episode), and the job that plays them."""
+    from trainer_core.envs import spec as env_spec
+    from trainer_core.rollouts.collect import episode_seed
+    from webapp.jobs.services import job_enqueue
+
+    environment = environment or task_set.environment
+    if not environment:
+        raise ApplicationError(
+            f"Task set {task_set.name!r} names no environment; choose one in the form."
+        )
+    try:
+        env_spec(environment)
+    except ConfigError as exc:
+        raise ApplicationError(str(exc)) from None
+    tasks = list(task_set.tasks.order_by("external_id"))
+    if not tasks:
+        raise ApplicationError(f"Task set {task_set.name!r} has no tasks.")
+    if episodes_per_task < 1 or max_steps < 1 or concurrency < 1:
+        raise ApplicationError("Episodes per task, max steps and concurrency must be at least 1.")
+    if spend_cap_usd is not None and spend_cap_usd <= 0:
+        raise ApplicationError("The spend cap must be above 0 (leave it empty for no cap).")
+    build(policy)  # fail now, in the form, when the policy cannot be built
+    with transaction.atomic():
+        run = CollectRun.objects.create(
+            task_set=task_set,
+            policy=policy,
+            environment=environment,
+            episodes_per_task=episodes_per_task,
+            max_steps=max_steps,
+            step_timeout=step_timeout,
+            concurrency=concurrency,
+            seed=seed,
+            spend_cap_usd=spend_cap_usd,
+            episodes_total=len(tasks) * episodes_per_task,
+            created_by=user if getattr(user, "is_authenticated", False) else None,
+        )
+        Episode.objects.bulk_create(
+            [
+                Episode(
+                    run=run,
+                    task=task,
+                    index=index,
+                    seed=episode_seed(seed, task.external_id, index),
+                )
+                for task in tasks
+                for index in range(episodes_per_task)
+            ]
+        )
+        run.job = job_enqueue(
+            kind=COLLECT_KIND,
+            params={"run_id": run.pk},
+            user=user,
+            message=f"Waiting for a worker to start {run.episodes_total} episodes.",
+        )
+        run.save(update_fields=["job"])
+    return run
+
+
+BUILTIN_POLICIES = [
+    {
+        "name": "scripted",
+        "kind": "scripted",
+        "description": "Plays each task's reference solution: every episode succeeds.",
+        "parameters": {},
+    },
+    {
+        "name": "scripted-noisy",
+        "kind": "scripted",
+        "description": "The reference solution with mistakes: wrong tools, missing parameters, "
+        "repeats, and a wrong final answer in about a third of the episodes.",
+        "parameters": {
+            "mistakes": {
+                "wrong_tool": 0.15,
+                "bad_params": 0.1,
+                "repeat_step": 0.1,
+                "wrong_answer": 0.3,
+            }
+        },
+    },
+]
+
+
+def policies_seed_builtin() -> str:
+    created = 0
+    for data in BUILTIN_POLICIES:
+        _, made = Policy.objects.get_or_create(
+            name=data["name"],
+            defaults={
+                "kind": data["kind"],
+                "description": data["description"],
+                "parameters": data["parameters"],
+            },
+        )
+        created += made
+    return f"{created} created, {len(BUILTIN_POLICIES) - created} already there"
