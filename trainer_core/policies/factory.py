@@ -57,12 +57,6 @@ def check_parameters(kind: str, model: str, prompt_format: str, parameters: dict
         )
     if not isinstance(parameters, dict):
         raise ConfigError("parameters must be a JSON object")
-    unknown = sorted(set(parameters) - set(PARAMETERS[kind]))
-    if unknown:
-        raise ConfigError(
-            f"unknown parameter(s) for a {kind} policy: {', '.join(unknown)}; "
-            f"accepted: {', '.join(PARAMETERS[kind])}"
-        )
     for name in parameters:
         lowered = name.lower()
         if any(word in lowered for word in _SECRET_WORDS) and name != "api_key_env":
@@ -70,6 +64,12 @@ def check_parameters(kind: str, model: str, prompt_format: str, parameters: dict
                 f"parameter {name!r} looks like a secret: never store keys; put the key in an "
                 "environment variable on the workers and give its name as api_key_env"
             )
+    unknown = sorted(set(parameters) - set(PARAMETERS[kind]))
+    if unknown:
+        raise ConfigError(
+            f"unknown parameter(s) for a {kind} policy: {', '.join(unknown)}; "
+            f"accepted: {', '.join(PARAMETERS[kind])}"
+        )
     env_name = parameters.get("api_key_env")
     if env_name is not None and (not isinstance(env_name, str) or not _ENV_NAME.match(env_name)):
         raise ConfigError(

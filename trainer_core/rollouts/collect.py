@@ -214,6 +214,7 @@ def run_episode(
                         "policy_latency": round(decision.usage.latency, 6) or None,
                         "cost": decision.usage.cost or None,
                         "malformed": decision.error,
+                        "raw": decision.raw[:4000] if action is None else None,
                     }.items()
                     if v
                 },

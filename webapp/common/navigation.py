@@ -28,6 +28,12 @@ AREAS: list[Area] = [
         "Browse, search and diff trajectories; import agent logs.",
     ),
     Area(
+        "rollouts",
+        "Rollouts",
+        "rollouts:runs",
+        "Policies and collect runs: episodes of a policy on a task set, live.",
+    ),
+    Area(
         "annotate",
         "Annotate",
         "area-annotate",

@@ -14,6 +14,7 @@ urlpatterns = [
     path("tasks/", include("webapp.tasks.urls")),
     path("domains/", include("webapp.domains.urls")),
     path("trajectories/", include("webapp.trajectories.urls")),
+    path("rollouts/", include("webapp.rollouts.urls")),
 ]
 
 # Areas whose issues have not landed yet get a page that says so (no dead links).

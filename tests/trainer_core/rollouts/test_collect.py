@@ -128,6 +128,13 @@ def test_malformed_output_becomes_an_observation_and_the_episode_goes_on():
     assert [s.tool for s in steps[:2]] == [INVALID_OUTPUT_TOOL, INVALID_OUTPUT_TOOL]
     assert "not a valid action" in steps[0].observation and "line 1 column 9" in steps[0].observation
     assert steps[0].params == {"raw": '{"expr": '} and steps[0].error == "malformed_output"
+    assert steps[0].metadata["raw"] == '{"expr": '
+    # the shared chat format replays it as the model's own malformed turn
+    from trainer_core.policies.chat_format import trajectory_to_messages
+
+    messages = trajectory_to_messages(result.trajectory)
+    assert messages[1] == {"role": "assistant", "content": '{"expr": '}
+    assert "not a valid action" in messages[2]["content"]
     assert result.trajectory.outcome.success is True
     assert result.usage.tokens_in == 20 and result.trajectory.usage.cost_usd == pytest.approx(0.002)
 

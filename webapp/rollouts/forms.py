@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import json
+
+from django import forms
+
+from webapp.rollouts.models import Policy
+from webapp.tasks.models import TaskSet
+
+
+class PolicyForm(forms.Form):
+    name = forms.CharField(max_length=120)
+    kind = forms.ChoiceField(choices=Policy.Kind.choices)
+    model = forms.CharField(
+        max_length=300,
+        required=False,
+        help_text="Model name (claude-sonnet-4-5, Qwen/Qwen2.5-7B-Instruct...); for a local "
+        "policy, the model directory (or give model_dir below).",
+    )
+    prompt_format = forms.ChoiceField(choices=Policy.PromptFormat.choices)
+    parameters = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 6, "class": "code"}),
+        help_text='JSON. API policies: {"api_key_env": "ANTHROPIC_API_KEY", "base_url": ..., '
+        '"temperature": 0, "max_tokens": 1024, "system": ..., "price_in": ..., "price_out": ...}. '
+        'Scripted: {"mistakes": {"wrong_answer": 0.3}, "delay": 0}. Local: {"model_dir": ..., '
+        '"device": "auto"}. Never put a key here: name the environment variable that holds it.',
+    )
+    description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+
+    def clean_parameters(self):
+        raw = (self.cleaned_data.get("parameters") or "").strip()
+        if not raw:
+            return {}
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Parameters must be a JSON object.")
+        return value
+
+
+class CollectForm(forms.Form):
+    task_set = forms.ModelChoiceField(queryset=TaskSet.objects.all())
+    environment = forms.ChoiceField(
+        required=False, help_text="Empty: the task set's own environment."
+    )
+    policy = forms.ModelChoiceField(queryset=Policy.objects.all())
+    episodes_per_task = forms.IntegerField(min_value=1, max_value=1000, initial=1)
+    max_steps = forms.IntegerField(min_value=1, max_value=500, initial=20)
+    step_timeout = forms.FloatField(
+        required=False, min_value=0.1, help_text="Seconds one environment step may take."
+    )
+    concurrency = forms.IntegerField(
+        min_value=1,
+        max_value=256,
+        initial=2,
+        help_text="Episodes played at once, as child jobs on the rollouts queue.",
+    )
+    seed = forms.IntegerField(initial=0)
+    spend_cap_usd = forms.FloatField(
+        required=False,
+        min_value=0.0001,
+        label="Spend cap (USD)",
+        help_text="The run stops when its LLM cost reaches this. Empty: no cap.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        from trainer_core.envs import list_envs
+
+        self.fields["environment"].choices = [("", "the task set's environment")] + [
+            (e, e) for e in list_envs()
+        ]
