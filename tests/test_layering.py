@@ -18,6 +18,17 @@ LIGHT_MODULES = [
     "trainer_core.errors",
     "trainer_core.progress",
     "trainer_core.system",
+    "trainer_core.envs",
+    "trainer_core.envs.mcp",
+    "trainer_core.envs.agentgym",
+    "trainer_core.policies.base",
+    "trainer_core.policies.chat_format",
+    "trainer_core.policies.react",
+    "trainer_core.policies.factory",
+    "trainer_core.policies.local_hf",
+    "trainer_core.policies.anthropic_api",
+    "trainer_core.policies.openai_compat",
+    "trainer_core.rollouts.collect",
 ]
 
 pytestmark = pytest.mark.sqlite

@@ -52,6 +52,16 @@ def _register_builtins() -> None:
         max_steps=6,
         description="Compute with a calculator, then submit; tasks generated from a seed.",
     )
+    register(
+        "steplab/mcp",
+        "trainer_core.envs.mcp:McpEnv",
+        description="The tools of an MCP server (server=[command...] or url=...), plus finish.",
+    )
+    register(
+        "steplab/agentgym",
+        "trainer_core.envs.agentgym:AgentGymEnv",
+        description="An AgentGym environment server over HTTP (base_url=...); one text tool, act.",
+    )
 
 
 _register_builtins()

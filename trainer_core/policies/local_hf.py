@@ -1,0 +1,426 @@
+"""LocalHFPolicy: a local Hugging Face causal language model as a policy, on CPU or GPU.
+
+The model is a directory (a Steplab checkpoint or any local model saved with
+``save_pretrained``); nothing is downloaded. torch and transformers are imported on first use::
+
+    policy = LocalHFPolicy("var/checkpoints/run-7", temperature=0.7, seed=1)
+    policy.reset(task)
+    decision = policy.act(observation, history, tools)   # Decision(action={"tool", ...}, ...)
+
+The policy prompts in the one chat format (:mod:`trainer_core.policies.chat_format`): the system
+prompt (``chat_format.system_prompt(tools, instructions=system)``: ``system`` or a one-line
+default, then the tools and how to call them), the task prompt and the earlier turns become
+messages, :func:`~.chat_format.tokenize` turns them into the prompt's token
+ids with a generation prompt (the same ids training uses), the model samples until
+``<|im_end|>`` and :func:`~.chat_format.parse_assistant` reads the action. An output that is not
+an action gives ``Decision(action=None, error=..., raw=text)``; the policy never raises for what
+the model wrote.
+
+Sampling: ``temperature`` (0 means greedy decoding) and nucleus ``top_p``; no other logits
+processor applies (the checkpoint's own generation settings are ignored), so the sampled tokens
+come from ``softmax(logits / temperature)`` restricted to the top-p nucleus.
+
+Log-probabilities (``return_logprobs=True``): ``Decision.prompt_token_ids``, ``token_ids`` (the
+sampled completion, the closing ``<|im_end|>`` included when the model stopped) and ``logprobs``,
+one per token: ``log_softmax(logits / temperature)`` at the sampled token, i.e. the policy's
+log-probability at the sampling temperature before top-p truncation (with ``temperature=0``, the
+model's plain ``log_softmax(logits)``). A forward pass over prompt + completion gives the same
+numbers up to floating-point error, which is what policy-gradient training recomputes.
+
+For batch sampling (GRPO), :meth:`LocalHFPolicy.generate` takes several conversations and
+:meth:`LocalHFPolicy.generate_ids` several prompts as token ids; :meth:`LocalHFPolicy.from_model`
+wraps a model and tokenizer already in memory (the one being trained).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trainer_core.errors import ConfigError, EnvironmentUnavailable, PolicyError
+from trainer_core.policies import chat_format
+from trainer_core.policies.base import Decision, Turn, Usage
+
+if TYPE_CHECKING:
+    from trainer_core.envs.core import ToolSpec
+    from trainer_core.tasks.model import Task
+
+__all__ = ["Generation", "LocalHFPolicy", "check_model_dir"]
+
+WEIGHT_FILES: tuple[str, ...] = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+TOKENIZER_FILES: tuple[str, ...] = ("tokenizer.json", "tokenizer_config.json")
+
+
+@dataclass
+class Generation:
+    """One sampled completion."""
+
+    text: str  # the completion decoded, without the closing <|im_end|>
+    prompt_token_ids: list[int]
+    token_ids: list[int]  # sampled ids; ends with the stop token when finish_reason is "stop"
+    logprobs: list[float] | None  # per token of token_ids, when asked (see the module docstring)
+    finish_reason: str  # "stop" (the model ended its turn) or "length" (max_new_tokens reached)
+
+
+def check_model_dir(model_dir: str | Path) -> Path:
+    """The directory, if it holds a model config, weights and a tokenizer; else a PolicyError
+    that says which files were expected."""
+    path = Path(model_dir).expanduser()
+    if not path.exists():
+        raise PolicyError(
+            f"model directory {str(path)!r} does not exist; give the directory a model was "
+            "saved into (save_pretrained) or a Steplab checkpoint"
+        )
+    if not path.is_dir():
+        raise PolicyError(f"{str(path)!r} is a file; a local model is a directory")
+    if (path / "adapter_config.json").is_file() and not (path / "config.json").is_file():
+        raise PolicyError(
+            f"{str(path)!r} holds a LoRA adapter (adapter_config.json), not a whole model; merge it "
+            "into its base model (peft's merge_and_unload) and save_pretrained the result"
+        )
+    missing = []
+    if not (path / "config.json").is_file():
+        missing.append("config.json")
+    if not any((path / name).is_file() for name in WEIGHT_FILES) and not any(
+        path.glob("*.safetensors")
+    ):
+        missing.append(f"weights ({' or '.join(WEIGHT_FILES)})")
+    if missing:
+        raise PolicyError(
+            f"{str(path)!r} holds no model: {', '.join(missing)} missing. A model directory holds "
+            "config.json and its weights, as written by save_pretrained"
+        )
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise PolicyError(
+            f"{str(path)!r} holds no tokenizer: expected {' or '.join(TOKENIZER_FILES)} (with "
+            "its vocabulary files), as written by tokenizer.save_pretrained"
+        )
+    return path
+
+
+def _import_torch() -> tuple[Any, Any]:
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise EnvironmentUnavailable(
+            f"the local model policy needs torch and transformers ({exc}); install them"
+        ) from None
+    return torch, transformers
+
+
+class LocalHFPolicy:
+    """A local Hugging Face causal LM as a policy (see the module docstring)."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        *,
+        device: str = "auto",
+        temperature: float = 0.7,
+        max_new_tokens: int = 256,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        system: str | None = None,
+        return_logprobs: bool = False,
+        name: str = "local",
+    ):
+        _check_sampling(temperature, top_p, max_new_tokens)
+        self.model_dir = Path(model_dir)
+        self.device_name = device
+        self.temperature = float(temperature)
+        self.max_new_tokens = int(max_new_tokens)
+        self.top_p = float(top_p)
+        self.seed = seed
+        self.system = system
+        self.return_logprobs = return_logprobs
+        self.name = name
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._device: Any = None
+        self._calls = 0
+        self._task: Task | None = None
+        self._prompt: str | None = None
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any, **kwargs: Any) -> LocalHFPolicy:
+        """A policy around a model and tokenizer already loaded (e.g. the one being trained); it
+        samples on the model's device. The tokenizer must hold the format's tokens
+        (:func:`~.chat_format.ensure_special_tokens`, embeddings resized)."""
+        policy = cls(kwargs.pop("model_dir", "<in memory>"), **kwargs)
+        policy._tokenizer = tokenizer
+        policy._model = model
+        policy._device = next(model.parameters()).device
+        _clean_generation_config(model)
+        return policy
+
+    # --- loading -------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load the tokenizer and model (done by the first call that needs them)."""
+        if self._model is not None:
+            return
+        path = check_model_dir(self.model_dir)
+        torch, transformers = _import_torch()
+        device = self._resolve_device(torch)
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+        except Exception as exc:
+            raise PolicyError(f"could not load the tokenizer in {str(path)!r}: {exc}") from None
+        chat_format.ensure_special_tokens(tokenizer, chat_template=False)
+        dtype = torch.float32 if device.type == "cpu" else "auto"
+        try:
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                path, dtype=dtype, local_files_only=True
+            )
+        except Exception as exc:
+            raise PolicyError(f"could not load the model in {str(path)!r}: {exc}") from None
+        if model.get_input_embeddings().num_embeddings < len(tokenizer):
+            # A model that never saw the format's tokens: it runs, but was not trained on them.
+            model.resize_token_embeddings(len(tokenizer))
+        model.to(device)
+        model.eval()
+        _clean_generation_config(model)
+        self._tokenizer, self._model, self._device = tokenizer, model, device
+
+    def _resolve_device(self, torch: Any) -> Any:
+        name = self.device_name
+        if name == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            device = torch.device(name)
+        except RuntimeError:
+            raise ConfigError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise EnvironmentUnavailable(
+                f"device {name!r} was asked for but CUDA is not available on this machine; use "
+                "device='cpu' or 'auto'"
+            )
+        return device
+
+    @property
+    def model(self) -> Any:
+        self.load()
+        return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        self.load()
+        return self._tokenizer
+
+    @property
+    def device(self) -> Any:
+        self.load()
+        return self._device
+
+    # --- the policy protocol -------------------------------------------------------------------
+
+    def reset(self, task: Task | None) -> None:
+        """Start an episode. The random stream goes on across episodes."""
+        self._task = task
+        self._prompt = getattr(task, "prompt", None) if task is not None else None
+
+    def messages(
+        self, observation: str, history: Sequence[Turn], tools: Sequence[ToolSpec]
+    ) -> list[dict[str, Any]]:
+        """The chat messages the policy prompts with for this step (no side effects)."""
+        prompt = observation if not history else self._prompt
+        if prompt is None:
+            raise PolicyError(
+                "the policy does not know the task prompt: call reset(task) or start the episode "
+                "with an empty history"
+            )
+        system = chat_format.system_prompt(tools, instructions=self.system)
+        return chat_format.to_messages(prompt=prompt, history=history, system=system)
+
+    def act(self, observation: str, history: Sequence[Turn], tools: Sequence[ToolSpec]) -> Decision:
+        started = time.perf_counter()
+        messages = self.messages(observation, history, tools)
+        if not history:
+            self._prompt = observation
+        generation = self.generate([messages])[0]
+        usage = Usage(
+            tokens_in=len(generation.prompt_token_ids),
+            tokens_out=len(generation.token_ids),
+            cost=0.0,
+            latency=time.perf_counter() - started,
+        )
+        parsed = chat_format.parse_assistant(generation.text)
+        decision = Decision(
+            action=parsed if isinstance(parsed, dict) else None,
+            usage=usage,
+            error=parsed if isinstance(parsed, str) else None,
+            raw=generation.text,
+            metadata={"prompt_format": "native", "finish_reason": generation.finish_reason},
+        )
+        if self.return_logprobs:
+            decision.prompt_token_ids = generation.prompt_token_ids
+            decision.token_ids = generation.token_ids
+            decision.logprobs = generation.logprobs
+        return decision
+
+    # --- sampling ------------------------------------------------------------------------------
+
+    def generate(
+        self,
+        conversations: Sequence[Sequence[Mapping[str, Any]]],
+        *,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_new_tokens: int | None = None,
+        return_logprobs: bool | None = None,
+    ) -> list[Generation]:
+        """Sample one assistant turn for each conversation (chat messages), in one batch.
+        Unset arguments take the policy's settings."""
+        tokenizer = self.tokenizer
+        prompts = [
+            chat_format.tokenize(messages, tokenizer, add_generation_prompt=True).input_ids
+            for messages in conversations
+        ]
+        return self.generate_ids(
+            prompts,
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,
+            return_logprobs=return_logprobs,
+        )
+
+    def generate_ids(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_new_tokens: int | None = None,
+        return_logprobs: bool | None = None,
+    ) -> list[Generation]:
+        """Sample a completion for each prompt given as token ids (left-padded into one batch),
+        stopping at ``<|im_end|>`` (or the tokenizer's eos token)."""
+        temperature = self.temperature if temperature is None else float(temperature)
+        top_p = self.top_p if top_p is None else float(top_p)
+        max_new_tokens = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
+        want_logprobs = self.return_logprobs if return_logprobs is None else return_logprobs
+        _check_sampling(temperature, top_p, max_new_tokens)
+        if not prompts:
+            return []
+        if any(len(p) == 0 for p in prompts):
+            raise ConfigError("every prompt needs at least one token")
+        torch, transformers = _import_torch()
+        model, tokenizer, device = self.model, self.tokenizer, self.device
+
+        stop_ids = [tokenizer.convert_tokens_to_ids(chat_format.IM_END)]
+        if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in stop_ids:
+            stop_ids.append(tokenizer.eos_token_id)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_ids[0]
+
+        width = max(len(p) for p in prompts)
+        limit = getattr(model.config, "max_position_embeddings", None)
+        if isinstance(limit, int) and limit > 0:
+            if width >= limit:
+                raise PolicyError(
+                    f"the prompt has {width} tokens and the model takes at most {limit}; shorten "
+                    "the episode (fewer steps, shorter observations) or use a model with a longer "
+                    "context"
+                )
+            max_new_tokens = min(max_new_tokens, limit - width)
+        input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
+            attention_mask[row, width - len(prompt) :] = 1
+
+        greedy = temperature == 0.0
+        config = transformers.GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            do_sample=not greedy,
+            temperature=None if greedy else temperature,
+            top_p=None if greedy else top_p,
+            top_k=None if greedy else 0,
+            num_beams=1,
+            eos_token_id=stop_ids,
+            pad_token_id=pad_id,
+            return_dict_in_generate=True,
+            output_logits=want_logprobs,
+        )
+        with self._random_stream(torch), torch.no_grad():
+            out = model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention_mask.to(device),
+                generation_config=config,
+            )
+
+        new = out.sequences[:, width:].tolist()
+        logprob_rows: list[list[float]] = [[] for _ in prompts]
+        if want_logprobs:
+            scale = 1.0 if greedy else temperature
+            for step, logits in enumerate(out.logits):  # (batch, vocab) per generated position
+                chosen = out.sequences[:, width + step].unsqueeze(-1)
+                values = torch.log_softmax(logits.float() / scale, dim=-1).gather(-1, chosen)
+                for row, value in enumerate(values.squeeze(-1).tolist()):
+                    logprob_rows[row].append(value)
+
+        results = []
+        for row, prompt in enumerate(prompts):
+            ids = new[row]
+            end = next((i for i, t in enumerate(ids) if t in stop_ids), None)
+            finish = "length" if end is None else "stop"
+            ids = ids if end is None else ids[: end + 1]
+            text_ids = ids if end is None else ids[:-1]
+            text = tokenizer.decode(
+                text_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False
+            )
+            results.append(
+                Generation(
+                    text=text,
+                    prompt_token_ids=list(prompt),
+                    token_ids=ids,
+                    logprobs=logprob_rows[row][: len(ids)] if want_logprobs else None,
+                    finish_reason=finish,
+                )
+            )
+        return results
+
+    def _random_stream(self, torch: Any) -> contextlib.AbstractContextManager[Any]:
+        """With a seed, each call samples from its own seeded stream (seed, call number) and the
+        global random state is left as it was; without one, from torch's global stream."""
+        self._calls += 1
+        if self.seed is None:
+            return contextlib.nullcontext()
+        call_seed = (int(self.seed) * 1_000_003 + self._calls) % (2**63)
+        devices = []
+        if self._device is not None and self._device.type == "cuda":
+            devices = [self._device.index if self._device.index is not None else 0]
+
+        @contextlib.contextmanager
+        def stream():
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(call_seed)
+                yield
+
+        return stream()
+
+
+def _check_sampling(temperature: float, top_p: float, max_new_tokens: int) -> None:
+    if not temperature >= 0.0:
+        raise ConfigError(f"temperature must be 0 (greedy) or more, not {temperature!r}")
+    if not 0.0 < top_p <= 1.0:
+        raise ConfigError(f"top_p must be within (0, 1], not {top_p!r}")
+    if int(max_new_tokens) < 1:
+        raise ConfigError(f"max_new_tokens must be at least 1, not {max_new_tokens!r}")
+
+
+def _clean_generation_config(model: Any) -> None:
+    """Drop the checkpoint's generation settings (repetition penalty, top-k, ...), so sampling
+    is exactly what the policy's arguments say."""
+    from transformers import GenerationConfig
+
+    model.generation_config = GenerationConfig()
