@@ -137,3 +137,28 @@ def test_tasks_import_is_all_or_nothing_from_the_cli(transactional_db, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "imported 1 task(s) into 'cli-set'" in proc.stdout
     assert TaskSet.objects.get(name="cli-set").tasks.count() == 1
+
+
+def test_collect_plays_a_task_file_without_a_database(tmp_path):
+    from trainer_core.envs.arithmetic import arithmetic_tasks
+    from trainer_core.tasks.files import dump_tasks_jsonl
+
+    tasks = arithmetic_tasks("train", n=2)
+    for task in tasks:
+        task.environment = "steplab/arithmetic"
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(dump_tasks_jsonl(tasks))
+    out = tmp_path / "out.jsonl"
+    env = dict(os.environ, DATABASE_URL="postgres://nobody@127.0.0.1:1/nothing")
+    proc = _run(
+        "collect", str(path), "--episodes", "2", "--param", 'mistakes={"wrong_answer": 1.0}',
+        "-o", str(out), env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote 4 trajectories" in proc.stdout and "0 successful" in proc.stdout
+    import json
+
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 4 and {line["outcome"]["success"] for line in lines} == {False}
+    bad = _run("collect", str(path), "--param", "delay=-1", "-o", str(out), env=env)
+    assert bad.returncode != 0 and "delay must be" in bad.stderr

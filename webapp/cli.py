@@ -589,3 +589,180 @@ def serve(host: str, port: int, concurrency: int) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# --- policies and rollouts ----------------------------------------------------------------------
+
+
+@main.command("collect")
+@click.argument("tasks_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--env", "env_id", default=None, help="Environment id (default: each task's own).")
+@click.option(
+    "--policy",
+    "kind",
+    type=click.Choice(["scripted", "anthropic", "openai", "local"]),
+    default="scripted",
+    show_default=True,
+)
+@click.option("--model", default="", help="Model name, or a local model directory.")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    help="Policy parameter as NAME=JSON, e.g. --param temperature=0.2 --param api_key_env='\"K\"'.",
+)
+@click.option("--prompt-format", type=click.Choice(["native", "react"]), default="native")
+@click.option("--episodes", default=1, show_default=True, help="Episodes per task.")
+@click.option("--max-steps", default=20, show_default=True)
+@click.option("--step-timeout", type=float, default=None, help="Seconds per environment step.")
+@click.option("--concurrency", default=1, show_default=True, help="Episodes at once (threads).")
+@click.option("--seed", default=0, show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
+def collect_file(
+    tasks_file, env_id, kind, model, params, prompt_format, episodes, max_steps, step_timeout,
+    concurrency, seed, output,
+) -> None:  # fmt: skip
+    """Play a task file's tasks with a policy and write the trajectories as canonical JSONL
+    (no database, no worker: threads on this machine). For many episodes over Celery workers,
+    use the Collect page or `steplab rollouts launch`."""
+    import json as _json
+
+    from trainer_core.errors import SteplabError
+    from trainer_core.policies.factory import build_policy
+    from trainer_core.rollouts.collect import collect
+    from trainer_core.tasks.files import TaskFileError, load_tasks
+
+    parameters = {}
+    for item in params:
+        name, _, raw = item.partition("=")
+        try:
+            parameters[name.strip()] = _json.loads(raw)
+        except _json.JSONDecodeError:
+            parameters[name.strip()] = raw
+    try:
+        loaded = load_tasks(Path(tasks_file).read_text(encoding="utf-8"))
+    except TaskFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    groups: dict[str, list] = {}
+    for task in loaded.tasks:
+        target = env_id or task.environment
+        if not target:
+            raise click.ClickException(
+                f"task {task.id!r} names no environment; pass --env (e.g. steplab/arithmetic)"
+            )
+        groups.setdefault(target, []).append(task)
+    written = successes = failed = 0
+    with open(output, "w", encoding="utf-8") as out:
+
+        def on_episode(result) -> None:
+            nonlocal written, successes, failed
+            out.write(result.trajectory.to_json() + "\n")
+            written += 1
+            successes += bool(result.trajectory.outcome.success)
+            failed += result.failed
+            status = (
+                "crashed: " + result.error
+                if result.failed
+                else ("success" if result.trajectory.outcome.success else "failure")
+            )
+            click.echo(
+                f"  {result.spec.task_id} #{result.spec.episode}: "
+                f"{len(result.trajectory.steps)} steps, {status}"
+            )
+
+        try:
+            for target, tasks in groups.items():
+                collect(
+                    target,
+                    tasks,
+                    lambda s: build_policy(
+                        kind,
+                        model=model,
+                        prompt_format=prompt_format,
+                        parameters=parameters,
+                        seed=s,
+                    ),  # fmt: skip
+                    episodes_per_task=episodes,
+                    max_steps=max_steps,
+                    step_timeout=step_timeout,
+                    concurrency=concurrency,
+                    seed=seed,
+                    on_episode=on_episode,
+                    policy_name=kind,
+                    model=model,
+                )
+        except SteplabError as exc:
+            raise click.ClickException(str(exc)) from None
+    click.echo(
+        f"wrote {written} trajectories to {output}: {successes} successful, {failed} crashed"
+    )
+
+
+@main.group()
+def policies() -> None:
+    """List policies."""
+
+
+@_group_db_command(policies, "list")
+def policies_list() -> None:
+    from webapp.rollouts.models import Policy
+
+    for policy in Policy.objects.all():
+        click.echo(f"{policy.pk:>4}  {policy.name:<24} {policy.kind:<10} {policy.model}")
+
+
+@main.group()
+def rollouts() -> None:
+    """Launch collect runs on the Celery workers."""
+
+
+@_group_db_command(rollouts, "launch")
+@click.option("--task-set", "task_set_name", required=True)
+@click.option("--policy", "policy_name", required=True)
+@click.option("--env", "environment", default="", help="Default: the task set's environment.")
+@click.option("--episodes", default=1, show_default=True, help="Episodes per task.")
+@click.option("--max-steps", default=20, show_default=True)
+@click.option("--step-timeout", type=float, default=None)
+@click.option("--concurrency", default=2, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--spend-cap", type=float, default=None, help="Stop at this many US dollars.")
+@click.option("--follow/--no-follow", default=True, show_default=True)
+def rollouts_launch(
+    task_set_name, policy_name, environment, episodes, max_steps, step_timeout, concurrency,
+    seed, spend_cap, follow,
+) -> None:  # fmt: skip
+    """Launch a collect run (a job fanned out over the rollouts queue) and follow it."""
+    from webapp.common.errors import ApplicationError
+    from webapp.rollouts.models import Policy
+    from webapp.rollouts.services import collect_launch
+    from webapp.tasks.models import TaskSet
+
+    task_set = TaskSet.objects.filter(name=task_set_name).first()
+    policy = Policy.objects.filter(name=policy_name).first()
+    if task_set is None:
+        raise click.ClickException(f"no task set {task_set_name!r}; see `steplab tasks list`")
+    if policy is None:
+        raise click.ClickException(f"no policy {policy_name!r}; see `steplab policies list`")
+    try:
+        run = collect_launch(
+            task_set=task_set,
+            policy=policy,
+            environment=environment,
+            episodes_per_task=episodes,
+            max_steps=max_steps,
+            step_timeout=step_timeout,
+            concurrency=concurrency,
+            seed=seed,
+            spend_cap_usd=spend_cap,
+        )
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(f"collect run {run.pk}: {run.episodes_total} episodes, job {run.job_id}")
+    if follow:
+        job = _follow(run.job_id)
+        run.refresh_from_db()
+        click.echo(
+            f"{run.episodes_done} done, {run.episodes_failed} failed, {run.successes} successful, "
+            f"${run.cost_usd:.4f}"
+        )
+        sys.exit(0 if job.status == "succeeded" else 1)
