@@ -114,3 +114,31 @@ def test_sigkill_mid_job_then_a_new_worker_finishes_with_exactly_six(worker_fact
     _assert_exactly_six(run)
     assert Episode.objects.filter(run=run, attempts__gte=2).exists(), "an episode was re-run"
     assert settings.STEPLAB_JOB_DEAD_AFTER_SECONDS < 10
+
+
+@pytest.mark.slow
+def test_cancel_stops_scheduling_and_the_running_episode(celery_worker, operator):
+    from webapp.jobs.services import job_cancel
+
+    task_set = _task_set(name="arith-cancel")
+    policy = Policy.objects.create(name="slow", kind="scripted", parameters={"delay": 0.4})
+    run = services.collect_launch(
+        task_set=task_set, policy=policy, episodes_per_task=3, max_steps=8, concurrency=1
+    )
+    wait_for(
+        lambda: Episode.objects.filter(run=run, status="running").exists(),
+        timeout=60,
+        what="an episode running",
+    )
+    job_cancel(job=Job.objects.get(pk=run.job_id), user=operator)
+    job = wait_for(lambda: _finished(run.job_id), timeout=30, what="the run to stop")
+    assert job.status == JobStatus.CANCELLED
+    wait_for(
+        lambda: not Episode.objects.filter(run=run, status__in=["running", "pending"]).exists(),
+        timeout=30,
+        what="no episode left running or pending",
+    )
+    run.refresh_from_db()
+    assert run.stop_reason == "cancelled"
+    assert run.episodes.filter(status="skipped").count() >= 4  # never started
+    assert run.finished_episodes < 6

@@ -179,6 +179,23 @@ def collect_episodes_run(*, ctx: JobContext) -> None:
             _play(ctx, run, episode)
             played += 1
     except JobCancelled:
+        from webapp.trajectories.services import trajectory_finish
+
+        interrupted = run.episodes.filter(
+            claimed_by=ctx.job_id, status=Episode.Status.RUNNING
+        ).select_related("trajectory")
+        for episode in interrupted:
+            if episode.trajectory is not None:
+                trajectory_finish(
+                    trajectory=episode.trajectory,
+                    outcome={"truncated": True, "metadata": {"stopped": "cancelled"}},
+                    failed=True,
+                    error="the run was cancelled during this episode",
+                )
+            episode.status = Episode.Status.SKIPPED
+            episode.error = "cancelled while running"
+            episode.finished_at = timezone.now()
+            episode.save(update_fields=["status", "error", "finished_at", "updated_at"])
         run.episodes.filter(status=Episode.Status.PENDING).update(
             status=Episode.Status.SKIPPED, error="the run was cancelled"
         )
