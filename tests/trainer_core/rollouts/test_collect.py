@@ -126,7 +126,9 @@ def test_malformed_output_becomes_an_observation_and_the_episode_goes_on():
     (result,) = collect("steplab/arithmetic", _tasks(1), _Garbage(), max_steps=8)
     steps = result.trajectory.steps
     assert [s.tool for s in steps[:2]] == [INVALID_OUTPUT_TOOL, INVALID_OUTPUT_TOOL]
-    assert "not a valid action" in steps[0].observation and "line 1 column 9" in steps[0].observation
+    assert (
+        "not a valid action" in steps[0].observation and "line 1 column 9" in steps[0].observation
+    )
     assert steps[0].params == {"raw": '{"expr": '} and steps[0].error == "malformed_output"
     assert steps[0].metadata["raw"] == '{"expr": '
     # the shared chat format replays it as the model's own malformed turn
