@@ -142,3 +142,63 @@ def test_cancel_stops_scheduling_and_the_running_episode(celery_worker, operator
     assert run.stop_reason == "cancelled"
     assert run.episodes.filter(status="skipped").count() >= 4  # never started
     assert run.finished_episodes < 6
+
+
+@pytest.fixture
+def fake_key(monkeypatch):
+    """Set before the worker starts (it copies the environment)."""
+    monkeypatch.setenv("STEPLAB_FAKE_ANTHROPIC_KEY", "sk-test-not-a-real-key")
+
+
+def test_an_llm_collect_run_stops_at_its_spend_cap(fake_key, celery_worker, operator):
+    """An Anthropic policy (the real SDK in the worker, against a loopback server) that never
+    submits: every call costs $0.01, the cap is $0.025, so the run stops after the third call."""
+    from tests.trainer_core.policies.fake_llm_servers import (
+        FakeLLMServer,
+        anthropic_message,
+        anthropic_tool_use,
+    )
+
+    task_set = _task_set(name="arith-cap")
+    with FakeLLMServer() as server:
+        server.enqueue(
+            *[
+                anthropic_message(
+                    [anthropic_tool_use("calculator", {"expression": "1+1"})],
+                    input_tokens=1000,
+                    output_tokens=0,
+                )
+                for _ in range(40)
+            ]
+        )
+        policy = Policy.objects.create(
+            name="claude-loop",
+            kind="anthropic",
+            model="claude-test",
+            parameters={
+                "base_url": server.anthropic_base_url,
+                "api_key_env": "STEPLAB_FAKE_ANTHROPIC_KEY",
+                "price_in": 10.0,  # $ per million tokens: 1,000 tokens = $0.01
+                "price_out": 0.0,
+                "max_retries": 0,
+            },
+        )
+        run = services.collect_launch(
+            task_set=task_set,
+            policy=policy,
+            episodes_per_task=3,
+            max_steps=8,
+            concurrency=1,
+            spend_cap_usd=0.025,
+        )
+        job = wait_for(lambda: _finished(run.job_id), timeout=90, what="collect job to end")
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    run.refresh_from_db()
+    assert "spend cap" in run.stop_reason
+    assert run.cost_usd == pytest.approx(0.03)  # three calls: the third crossed the cap
+    assert len(server.requests_to("/v1/messages")) == 3
+    assert run.tokens_in == 3000
+    assert run.episodes.filter(status="skipped").count() == 5
+    stopped = run.episodes.get(status="finished")
+    assert stopped.steps == 3 and stopped.success is False
+    assert "spend cap" in stopped.error
