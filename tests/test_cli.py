@@ -162,3 +162,38 @@ def test_collect_plays_a_task_file_without_a_database(tmp_path):
     assert len(lines) == 4 and {line["outcome"]["success"] for line in lines} == {False}
     bad = _run("collect", str(path), "--param", "delay=-1", "-o", str(out), env=env)
     assert bad.returncode != 0 and "delay must be" in bad.stderr
+
+
+def test_score_files_with_rules_without_a_database(tmp_path):
+    from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
+
+    steps = [
+        Step(index=0, tool="read_file", params={"path": "a.py"}, observation="x = 1"),
+        Step(index=1, tool="read_file", params={"path": "a.py"}, observation="x = 1"),
+        Step(index=2, tool="submit", params={}, observation="done"),
+    ]
+    path = tmp_path / "run.jsonl"
+    path.write_text(
+        Trajectory(
+            task=TaskRef(id="t", prompt="p"), steps=steps, outcome=Outcome(success=True)
+        ).to_json()
+        + "\n"
+    )
+    out = tmp_path / "scores.jsonl"
+    env = dict(os.environ, DATABASE_URL="postgres://nobody@127.0.0.1:1/nothing")
+    proc = _run("score", str(path), "--domain", "coding", "-o", str(out), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "scored 1 trajectories" in proc.stdout
+    import json
+
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    step1 = record["steps"][1]["rubrics"]["non_redundancy"]
+    assert step1["value"] == 0.0 and step1["layer"] == "rule"
+    assert record["steps"][1]["rubrics"]["goal_progress"]["value"] is None
+    unset = dict(env)
+    unset.pop("STEPLAB_NO_SUCH_KEY", None)
+    proc = _run(
+        "score", str(path), "--judge-kind", "anthropic", "--judge-model", "claude-x",
+        "--judge-key-env", "STEPLAB_NO_SUCH_KEY", env=unset,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "STEPLAB_NO_SUCH_KEY" in proc.stderr

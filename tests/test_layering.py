@@ -29,6 +29,9 @@ LIGHT_MODULES = [
     "trainer_core.policies.anthropic_api",
     "trainer_core.policies.openai_compat",
     "trainer_core.rollouts.collect",
+    "trainer_core.tasks.checkers",
+    "trainer_core.rewards.rubrics",
+    "trainer_core.rewards.judge",
 ]
 
 pytestmark = pytest.mark.sqlite

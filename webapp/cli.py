@@ -766,3 +766,122 @@ def rollouts_launch(
             f"${run.cost_usd:.4f}"
         )
         sys.exit(0 if job.status == "succeeded" else 1)
+
+
+# --- rewards --------------------------------------------------------------------------------------
+
+
+@main.command("score")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--domain", default="coding", show_default=True, help="Domain profile / rubric set.")
+@click.option("--judge-kind", type=click.Choice(["anthropic", "openai"]), default=None)
+@click.option("--judge-model", default=None, help="The judge model (with --judge-kind).")
+@click.option("--judge-base-url", default=None)
+@click.option("--judge-key-env", default=None, help="Environment variable holding the key.")
+@click.option(
+    "--cache",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A judge cache file (sqlite): re-scoring unchanged steps costs nothing.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
+def score_files(
+    paths, domain, judge_kind, judge_model, judge_base_url, judge_key_env, cache, output
+) -> None:
+    """Score agent logs (any supported format) with the rule layer, and the LLM judge when
+    --judge-kind/--judge-model are given. No database. Prints one line per trajectory; -o writes
+    the full scores as JSONL."""
+    import json as _json
+
+    from trainer_core.envs.profiles import get_profile
+    from trainer_core.errors import SteplabError
+    from trainer_core.recording.importers import ImportFailure, import_path
+    from trainer_core.rewards.rubrics import rubric_set
+    from trainer_core.rewards.scoring import RewardConfig, score_trajectory
+
+    try:
+        profile = get_profile(domain)
+    except (SteplabError, KeyError):
+        profile = None
+    config = RewardConfig(
+        rubrics=rubric_set(domain, profile.rubric_weights if profile else None), profile=domain
+    )
+    judge = None
+    if judge_kind or judge_model:
+        if not (judge_kind and judge_model):
+            raise click.ClickException("give both --judge-kind and --judge-model")
+        from trainer_core.rewards.judge import FileCache, Judge, JudgeConfig
+
+        judge = Judge(
+            JudgeConfig(
+                kind=judge_kind,
+                model=judge_model,
+                base_url=judge_base_url,
+                api_key_env=judge_key_env,
+            ),
+            cache=FileCache(cache) if cache else None,
+        )
+        try:
+            judge.check_ready()
+        except SteplabError as exc:
+            raise click.ClickException(str(exc)) from None
+    out = open(output, "w", encoding="utf-8") if output else None  # noqa: SIM115
+    count = 0
+    try:
+        for path in paths:
+            try:
+                results = import_path(path)
+            except ImportFailure as exc:
+                raise click.ClickException(str(exc)) from None
+            for result in results:
+                for number, trajectory in enumerate(result.trajectories):
+                    scored = score_trajectory(trajectory, config, profile=profile, judge=judge)
+                    count += 1
+                    total = "unscored" if scored.total is None else f"{scored.total:.3f}"
+                    reason = f" ({scored.unscored_reason})" if scored.unscored_reason else ""
+                    click.echo(
+                        f"{result.file} #{number} {trajectory.task.id or ''}: total {total}, "
+                        f"{len(trajectory.steps)} steps{reason}"
+                    )
+                    if out is not None:
+                        out.write(
+                            _json.dumps(
+                                {"file": result.file, "index": number, **scored.to_dict()},
+                                default=str,
+                            )
+                            + "\n"
+                        )
+    except SteplabError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        if out is not None:
+            out.close()
+    click.echo(f"scored {count} trajectories" + (f"; wrote {output}" if output else ""))
+
+
+@_group_db_command(main, "preferences")
+@click.option("--version", "version_id", type=int, required=True, help="Reward-model version id.")
+@click.option(
+    "--method",
+    type=click.Choice(["outside_in", "adjacent", "uncertain"]),
+    default="outside_in",
+    show_default=True,
+)
+@click.option("--min-margin", type=float, default=0.1, show_default=True)
+def preferences(version_id: int, method: str, min_margin: float) -> None:
+    """Build preference pairs from the trajectory totals a reward-model version gave."""
+    from webapp.common.errors import ApplicationError
+    from webapp.rewards.models import RewardModel
+    from webapp.rewards.services import preferences_build
+
+    version = RewardModel.objects.filter(pk=version_id).first()
+    if version is None:
+        raise click.ClickException(f"no reward-model version {version_id}")
+    try:
+        result = preferences_build(reward_model=version, method=method, min_margin=min_margin)
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(
+        f"{result['pairs']} pairs from {result['candidates']} scored trajectories; "
+        f"{result['created']} new"
+    )

@@ -1,6 +1,7 @@
 """What the API-backed policies (Anthropic, OpenAI-compatible) share: settings checks, the API
 key read from an environment variable, the episode's prompt, and SDK errors turned into
-:class:`~trainer_core.errors.PolicyError` messages that say what to do.
+:class:`~trainer_core.errors.PolicyError` messages that say what to do. :class:`ApiCaller` (all
+but the episode) is shared with the LLM judge (:mod:`trainer_core.rewards.judge`).
 
 Retries are the SDKs' own (``max_retries``): both retry 408/409/429/5xx and connection errors
 with exponential backoff (0.5 s doubling to 8 s, with jitter) and wait what a ``Retry-After`` /
@@ -23,10 +24,20 @@ from trainer_core.policies.pricing import cost
 PLACEHOLDER_KEY = "EMPTY"
 
 
-class ApiPolicy:
-    """Base of the API-backed policies (see :mod:`.anthropic_api`, :mod:`.openai_compat`)."""
+def _check_model(model: object) -> None:
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError("model must be a non-empty model name, e.g. 'claude-sonnet-4-5'")
+
+
+class ApiCaller:
+    """What every caller of a hosted model API shares (the policies here, the LLM judge in
+    :mod:`trainer_core.rewards.judge`): the settings' checks, the API key read from an
+    environment variable, the cost of a call, and SDK errors as :class:`PolicyError` messages.
+    Subclasses make their own SDK client (kept in ``self._client``)."""
 
     provider = "the API"  # for messages, e.g. "the Anthropic API"
+    caller = "the policy"  # what runs the calls, for the missing-key message
+    settings_hint = "the policy's settings (model, max_tokens, temperature, tools)"
 
     def __init__(
         self,
@@ -36,20 +47,13 @@ class ApiPolicy:
         base_url: str | None,
         temperature: float | None,
         max_tokens: int,
-        system: str | None,
-        prompt_format: str,
         max_retries: int,
         timeout: float,
         price_in: float | None,
         price_out: float | None,
         name: str,
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigError("model must be a non-empty model name, e.g. 'claude-sonnet-4-5'")
-        if prompt_format not in PROMPT_FORMATS:
-            raise ConfigError(
-                f"unknown prompt_format {prompt_format!r}; use one of {', '.join(PROMPT_FORMATS)}"
-            )
+        _check_model(model)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigError(
                 f"max_tokens must be a whole number of at least 1, not {max_tokens!r}"
@@ -86,44 +90,12 @@ class ApiPolicy:
         self.base_url = base_url
         self.temperature = None if temperature is None else float(temperature)
         self.max_tokens = max_tokens
-        self.system = system
-        self.prompt_format = prompt_format
         self.max_retries = max_retries
         self.timeout = float(timeout)
         self.price_in = price_in
         self.price_out = price_out
         self.name = name
-        self.task: Any = None
-        self._prompt: str | None = None
         self._client: Any = None  # the SDK client, made at the first call (it holds the key)
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, "
-            f"api_key_env={self.api_key_env!r}, prompt_format={self.prompt_format!r})"
-        )
-
-    # --- the episode ------------------------------------------------------------------------
-
-    def reset(self, task: Any) -> None:
-        """Start an episode; the next ``act`` with an empty history gives its prompt."""
-        self.task = task
-        self._prompt = None
-
-    def _episode_prompt(self, observation: str, history: Sequence[Turn]) -> str:
-        """The first observation of the episode: remembered when ``history`` is empty."""
-        if not history:
-            self._prompt = observation
-            return observation
-        if self._prompt is not None:
-            return self._prompt
-        prompt = getattr(self.task, "prompt", None) if self.task is not None else None
-        if isinstance(prompt, str):
-            return prompt
-        raise PolicyError(
-            f"{self.name}: act() was called with a history but the episode's first observation "
-            "was never seen; call reset(task) and act() with an empty history first"
-        )
 
     # --- the key ----------------------------------------------------------------------------
 
@@ -135,7 +107,7 @@ class ApiPolicy:
             raise PolicyError(
                 f"{self.name}: the environment variable {self.api_key_env} is not set; set it to "
                 f"the API key for {self.provider} in the environment of the process that runs "
-                "the policy (the worker), or name another variable with api_key_env"
+                f"{self.caller} (the worker), or name another variable with api_key_env"
             )
         return value
 
@@ -194,10 +166,7 @@ class ApiPolicy:
                 "down or overloaded, try again later"
             )
         elif isinstance(exc, sdk.APIStatusError):
-            message = (
-                f"{who} rejected the request ({status}): {detail}; check the policy's settings "
-                "(model, max_tokens, temperature, tools)"
-            )
+            message = f"{who} rejected the request ({status}): {detail}; check {self.settings_hint}"
             if self.temperature is not None and "temperature" in detail.lower():
                 message += "; a model that refuses sampling parameters needs temperature=None"
         elif isinstance(exc, sdk.APITimeoutError):
@@ -217,6 +186,76 @@ class ApiPolicy:
         error.status_code = status  # type: ignore[attr-defined]
         error.attempts = attempts  # type: ignore[attr-defined]
         return error
+
+
+class ApiPolicy(ApiCaller):
+    """Base of the API-backed policies (see :mod:`.anthropic_api`, :mod:`.openai_compat`)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key_env: str | None,
+        base_url: str | None,
+        temperature: float | None,
+        max_tokens: int,
+        system: str | None,
+        prompt_format: str,
+        max_retries: int,
+        timeout: float,
+        price_in: float | None,
+        price_out: float | None,
+        name: str,
+    ) -> None:
+        _check_model(model)
+        if prompt_format not in PROMPT_FORMATS:
+            raise ConfigError(
+                f"unknown prompt_format {prompt_format!r}; use one of {', '.join(PROMPT_FORMATS)}"
+            )
+        super().__init__(
+            model,
+            api_key_env=api_key_env,
+            base_url=base_url,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            max_retries=max_retries,
+            timeout=timeout,
+            price_in=price_in,
+            price_out=price_out,
+            name=name,
+        )
+        self.system = system
+        self.prompt_format = prompt_format
+        self.task: Any = None
+        self._prompt: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, "
+            f"api_key_env={self.api_key_env!r}, prompt_format={self.prompt_format!r})"
+        )
+
+    # --- the episode ------------------------------------------------------------------------
+
+    def reset(self, task: Any) -> None:
+        """Start an episode; the next ``act`` with an empty history gives its prompt."""
+        self.task = task
+        self._prompt = None
+
+    def _episode_prompt(self, observation: str, history: Sequence[Turn]) -> str:
+        """The first observation of the episode: remembered when ``history`` is empty."""
+        if not history:
+            self._prompt = observation
+            return observation
+        if self._prompt is not None:
+            return self._prompt
+        prompt = getattr(self.task, "prompt", None) if self.task is not None else None
+        if isinstance(prompt, str):
+            return prompt
+        raise PolicyError(
+            f"{self.name}: act() was called with a history but the episode's first observation "
+            "was never seen; call reset(task) and act() with an empty history first"
+        )
 
 
 def _attempts(exc: Exception) -> int | None:

@@ -55,6 +55,12 @@ Built-in checkers (``fn(*, answer, task, run_result=None) -> Outcome``):
 ``any_of``
     ``expected_answer`` is a list of acceptable answers; one must match, by ``number`` when both
     it and the answer are numeric, else by ``exact`` (with the same options).
+``llm_judge``
+    An LLM decides whether the answer means the same as ``expected_answer`` (a reference answer),
+    with the judge of ``task.metadata["judge"]`` (a judge config dict) or of the environment
+    variables ``STEPLAB_JUDGE_KIND`` / ``STEPLAB_JUDGE_MODEL`` (see
+    :func:`trainer_core.rewards.judge.check_llm_judge`, imported at the first call). No judge
+    configured raises ConfigError; an unreadable verdict raises PolicyError — never a guess.
 
 The default checker of a task without ``checker``: ``any_of`` when ``expected_answer`` is a list,
 ``number`` when it is numeric (a number, or a string :func:`parse_number` understands),
@@ -728,6 +734,17 @@ register_checker("number", check_number)
 register_checker("contains", check_contains)
 register_checker("test_command", check_test_command, needs_answer=False)
 register_checker("any_of", check_any_of)
+
+
+def check_llm_judge(*, answer: str | None, task: Task, run_result: dict | None = None) -> Outcome:
+    """``llm_judge``: see :func:`trainer_core.rewards.judge.check_llm_judge` (imported here, at
+    the first call, so that importing this module loads no SDK)."""
+    from trainer_core.rewards.judge import check_llm_judge as judge_answer
+
+    return judge_answer(answer=answer, task=task, run_result=run_result)
+
+
+register_checker("llm_judge", check_llm_judge)
 
 
 # --------------------------------------------------------------------------------------------

@@ -34,6 +34,12 @@ AREAS: list[Area] = [
         "Policies and collect runs: episodes of a policy on a task set, live.",
     ),
     Area(
+        "rewards",
+        "Rewards",
+        "rewards:overview",
+        "Rubrics, reward-model versions, scoring runs and preference pairs.",
+    ),
+    Area(
         "annotate",
         "Annotate",
         "area-annotate",

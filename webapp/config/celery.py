@@ -19,6 +19,7 @@ WORKER_MODULES = [
     "workers.diagnostics",
     "workers.trajectories",
     "workers.rollouts",
+    "workers.scoring",
 ]
 
 app = Celery("steplab", include=WORKER_MODULES)

@@ -15,6 +15,7 @@ urlpatterns = [
     path("domains/", include("webapp.domains.urls")),
     path("trajectories/", include("webapp.trajectories.urls")),
     path("rollouts/", include("webapp.rollouts.urls")),
+    path("rewards/", include("webapp.rewards.urls")),
 ]
 
 # Areas whose issues have not landed yet get a page that says so (no dead links).

@@ -17,3 +17,6 @@ IMPORT_TRAJECTORIES = "jobs.import_trajectories"
 # rollouts
 COLLECT = "rollouts.collect"
 COLLECT_EPISODES = "rollouts.collect_episodes"
+
+# rewards
+SCORE = "judge.score"

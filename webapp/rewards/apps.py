@@ -4,3 +4,16 @@ from django.apps import AppConfig
 class RewardsConfig(AppConfig):
     name = "webapp.rewards"
     label = "rewards"
+
+    def ready(self) -> None:
+        from webapp.accounts.permissions import Need
+        from webapp.common.seed import register_seeder
+        from webapp.rewards import scorejob
+        from webapp.rewards.services import rubrics_seed_builtin
+        from webapp.trajectories import bulk
+
+        scorejob.register()
+        register_seeder("rubrics", rubrics_seed_builtin)
+        bulk.register(
+            bulk.BulkAction("score", "Score selected", "rewards:score", Need.OPERATE, "post", 10)
+        )

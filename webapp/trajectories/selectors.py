@@ -267,3 +267,43 @@ def trajectory_spec(row: TrajectoryRow) -> Trajectory:
         metadata=row.metadata,
         source_format=row.source_format or "steplab",
     )
+
+
+def trajectory_specs(ids: list[int]) -> dict[int, Trajectory]:
+    """Many stored trajectories in the canonical schema with two queries (for scoring jobs).
+    Values come from the database, already validated on the way in, so they are not validated
+    again (``model_construct``)."""
+    rows = {row.pk: row for row in TrajectoryRow.objects.filter(pk__in=ids)}
+    steps: dict[int, list[Step]] = {pk: [] for pk in rows}
+    fields = (
+        "trajectory_id", "index", "thought", "tool", "params", "observation", "exit_code",
+        "error", "duration", "tokens_in", "tokens_out", "reward", "metadata",
+    )  # fmt: skip
+    for values in (
+        StepRow.objects.filter(trajectory_id__in=list(rows))
+        .order_by("trajectory_id", "index")
+        .values_list(*fields)
+    ):
+        data = dict(zip(fields[1:], values[1:], strict=True))
+        steps[values[0]].append(Step.model_construct(started_at=None, **data))
+    out: dict[int, Trajectory] = {}
+    for pk, row in rows.items():
+        out[pk] = Trajectory.model_construct(
+            schema_version=row.schema_version,
+            task=TaskRef(
+                id=row.task_ref,
+                task_set=row.task_set_name,
+                domain=row.domain or "generic",
+                prompt=row.prompt,
+            ),
+            agent=row.agent,
+            model=row.model,
+            policy=row.policy,
+            environment=row.environment,
+            steps=steps[pk],
+            outcome=Outcome.model_validate(row.outcome or {}),
+            usage=Usage(tokens_in=row.tokens_in, tokens_out=row.tokens_out, cost_usd=row.cost_usd),
+            metadata=row.metadata,
+            source_format=row.source_format or "steplab",
+        )
+    return out

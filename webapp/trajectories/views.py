@@ -230,6 +230,7 @@ def trajectory_diff(request):
     right = get_object_or_404(Trajectory, pk=int(ids[1]))
     left_steps = list(left.steps.order_by("index"))
     right_steps = list(right.steps.order_by("index"))
+    scored_by = _use_step_scores(left, right, left_steps, right_steps)
     alignment = align_steps(left_steps, right_steps)
     rows = []
     for position, aligned in enumerate(alignment.rows):
@@ -257,5 +258,22 @@ def trajectory_diff(request):
         "right": right,
         "rows": rows,
         "first_divergence": alignment.first_divergence,
+        "scored_by": scored_by,
     }
     return render(request, "trajectories/diff.html", context)
+
+
+def _use_step_scores(left, right, left_steps, right_steps):
+    """When one reward-model version scored both trajectories, its step totals become the
+    steps' rewards for the diff (the per-step reward differences); returns that version."""
+    from webapp.rewards.selectors import common_version, step_scores
+
+    version = common_version(left.pk, right.pk)
+    if version is None:
+        return None
+    for row, steps in ((left, left_steps), (right, right_steps)):
+        scores = step_scores(version.pk, row.pk)
+        for step in steps:
+            score = scores.get(step.index)
+            step.reward = score.total if score is not None else None
+    return version

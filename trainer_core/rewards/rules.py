@@ -1,0 +1,673 @@
+"""The rule layer: deterministic per-step checks, each linear in the number of steps.
+
+:func:`step_rule_scores` walks a trajectory once and gives every step four scores in 0..1:
+
+``redundancy``
+    1.0 unless the step repeats earlier work:
+
+    * an *exact repeat* of an earlier call (same canonical tool, same parameters) scores 0.0 for
+      read and search tools and 0.3 for every other tool, unless what it looks at changed since
+      that earlier call (below);
+    * a *read of a target already read* (``read_file`` of a path, ``list_dir`` of a directory, a
+      page element) scores 0.0 even with other parameters (another line range, an offset) when
+      the target did not change since that read.
+
+    What counts as a change: a write-category step to the same file target or to a path under it
+    (a write to ``src/a.py`` changes ``src/a.py``, ``src`` and the workspace), or a write with no
+    target at all. A target that is not a file path (a page element, a URL, a note title) and a
+    read or search with no target also change with any write, execute or navigate step (a click,
+    a shell command, a new page may change what they return).
+    An exact repeat of an *execute* step (``bash pytest``) is not redundant when any write
+    happened since the earlier call: running the tests again after an edit is the right thing
+    to do.
+
+``regression``
+    0.0 for a write that exactly undoes an earlier write to the same target, else 1.0:
+
+    * an edit whose old and new text are an earlier edit's new and old text, swapped (parameter
+      pairs ``old_string/new_string``, ``old_str/new_str``, ``old/new``, ``old_text/new_text``);
+    * a full write (``content`` or ``file_text``) — or an edit applied to content known from a
+      full write — that puts back the content the target had before the previous write;
+    * an editor's ``undo_edit`` command on a target written before.
+
+``info_use``
+    0.7 for a write or execute step whose parameters use none of the paths and identifiers seen
+    in earlier observations, else 1.0. The first step, read / search / other steps, and steps
+    taken before any observation held a path or identifier score 1.0.
+    Words are runs of ``[A-Za-z0-9_.-]`` (so ``src/app/loader.py`` gives ``src``, ``app`` and
+    ``loader.py``: paths match by their file names, absolute or relative); a word counts as a
+    path or identifier when it starts with a letter or ``_``, has 4 or more characters and
+    contains ``_``, ``.`` or ``-`` or mixes case (``parseFile``, ``ConfigLoader``,
+    ``add-to-cart``); matching is case-sensitive. A dotted name in the parameters also matches
+    its tail (``self.load_file`` uses ``load_file``), and a word seen at the end of a sentence
+    (``loader.py.``) still counts. Each observation is scanned once, at most
+    :data:`MAX_SCAN_CHARS` of it (its head and its tail), so the work stays linear in the total
+    text.
+
+``non_redundancy``
+    ``min(redundancy, regression)`` (the ``non_redundancy`` rubric, see
+    :data:`trainer_core.rewards.rubrics.RULE_FOR_RUBRIC`).
+
+Trajectory-level rules: :func:`efficiency` and :func:`outcome_score`.
+
+Tools and targets
+-----------------
+The domain profile gives each tool (and its aliases, case-insensitive) a category and a target
+parameter; :class:`RuleContext` caches them. A tool the profile does not know gets a category
+from its name (:func:`infer_category`): ``read_file``/``cat``/``Read``/``view``/``ls`` → read,
+``grep``/``search``/``find``/``glob`` → search, ``edit``/``write``/``str_replace``/``create`` →
+write, ``bash``/``run``/``execute``/``python``/``shell`` → execute, ``submit``/``finish`` →
+submit, ``think`` → think, ``navigate``/``goto`` → navigate; anything else is ``execute`` (the
+safe default: it is held to the info-use check and to the 0.3 repeat penalty, never to read
+rules). Its target is the first of ``path``, ``file_path``, ``file``, ``filename``, ``url``
+present; a known tool whose ``target_param`` is absent from a call falls back to the same keys.
+A write-category tool called with ``command="view"`` (SWE-agent / Anthropic
+``str_replace_editor``) is a read for that step. File targets are compared after dropping a
+leading ``./`` and a trailing ``/``; ``.`` and an empty path mean the whole workspace.
+
+Differences from knowlyr-reward (``agentreward.rules``)
+-------------------------------------------------------
+* Linear: knowlyr keeps earlier calls in a list (``call_key in seen_calls``) and scans the
+  trajectory backwards for the last read / edit of a file at every step, and compares every info
+  piece with every later step's parameters — quadratic, ~6–7k steps/s at 1,000 steps. Here every
+  check is a hash lookup and every observation is tokenised once.
+* Execute repeats after a write score 1.0 (knowlyr: 0.3 for any repeated non-read call).
+* Tools by category from the domain profile (aliases included), not by a hard-coded list of
+  names (knowlyr treats only ``read_file``/``Read``/``cat``/``grep``/``Grep``/``Glob`` as reads and
+  ``Edit``/``edit_file``/``Write``/``write_file`` as edits, so ``view``, ``list_dir`` or a browser
+  read never get read rules, and ``Bash`` alone is held to info use).
+* A change to a file is a write to it *or to a path under a searched/listed directory*; knowlyr
+  only looks at ``file_path``/``path`` equality for ``read_file``/``Read``, so a repeated grep
+  after an edit of a file in the grepped directory scores 0.0 there and 1.0 here.
+* Regression also catches full rewrites back to earlier content and ``undo_edit``; knowlyr only
+  compares swapped ``old_string``/``new_string``.
+* Info use tokenises both sides the same way (so ``load_config(path)`` yields ``load_config``;
+  knowlyr keeps only whole whitespace-separated words that are identifiers or contain ``/``, and
+  then needs the piece as a substring of ``str(params)``).
+* :func:`outcome_score` returns None (unknown) when the outcome says nothing, where knowlyr
+  returns 0.0; it reads the profile's outcome fields and falls back to the outcome's own
+  ``score`` and to ``tests_passed + tests_failed`` as the total when ``tests_total`` is missing.
+* :func:`efficiency` returns None when there is no reference (knowlyr defaults the reference to
+  the trajectory's own length, i.e. always 1.0).
+
+Known limits (shared with knowlyr): a shell command that changes files (``sed -i``,
+``git checkout``) is not seen as a write to them, and targets are compared as text, so
+``/repo/a.py`` and ``a.py`` are two targets.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "MAX_SCAN_CHARS",
+    "PATH_KEYS",
+    "RULE_NAMES",
+    "RuleContext",
+    "ToolInfo",
+    "efficiency",
+    "infer_category",
+    "outcome_score",
+    "step_rule_scores",
+]
+
+#: the per-step rule scores :func:`step_rule_scores` gives
+RULE_NAMES: tuple[str, ...] = ("redundancy", "regression", "info_use", "non_redundancy")
+
+#: how much of one observation the info-use rule reads (half from the head, half from the tail)
+MAX_SCAN_CHARS = 8192
+#: content longer than this is not tracked for full-write regressions
+MAX_TRACKED_CONTENT = 1_000_000
+
+#: parameters that hold a file or directory path (a target under one of them is file-scoped)
+PATH_KEYS: frozenset[str] = frozenset(
+    {"path", "file_path", "file", "filename", "filepath", "target_file", "notebook_path", "dir"}
+)
+#: where the target of a call is looked for when the profile names none (in this order)
+_TARGET_FALLBACK: tuple[str, ...] = ("path", "file_path", "file", "filename", "url")
+
+_EDIT_PAIRS: tuple[tuple[str, str], ...] = (
+    ("old_string", "new_string"),
+    ("old_str", "new_str"),
+    ("old", "new"),
+    ("old_text", "new_text"),
+)
+_CONTENT_KEYS: tuple[str, ...] = ("content", "file_text")
+
+REPEAT_READ = 0.0
+REPEAT_OTHER = 0.3
+INFO_UNUSED = 0.7
+
+# --- tool categories ---------------------------------------------------------------------------
+
+_EXACT_CATEGORY: dict[str, str] = {
+    # read
+    "read": "read", "read_file": "read", "cat": "read", "view": "read", "view_file": "read",
+    "open": "read", "open_file": "read", "head": "read", "tail": "read", "less": "read",
+    "ls": "read", "list_dir": "read", "list_files": "read", "list_directory": "read",
+    "get_file": "read", "get_file_contents": "read", "webfetch": "read", "web_fetch": "read",
+    "fetch": "read", "screenshot": "read", "read_notes": "read", "notebookread": "read",
+    # search
+    "grep": "search", "rg": "search", "search": "search", "find": "search", "glob": "search",
+    "find_file": "search", "search_file": "search", "search_dir": "search",
+    "search_files": "search", "websearch": "search", "web_search": "search",
+    "lookup": "search", "query": "search",
+    # write
+    "edit": "write", "edit_file": "write", "write": "write", "write_file": "write",
+    "multiedit": "write", "str_replace": "write", "str_replace_editor": "write",
+    "str_replace_based_edit_tool": "write", "create": "write", "create_file": "write",
+    "insert": "write", "apply_patch": "write", "patch": "write", "notebookedit": "write",
+    "replace": "write", "append": "write",
+    # execute
+    "bash": "execute", "sh": "execute", "shell": "execute", "run": "execute",
+    "execute": "execute", "execute_bash": "execute", "exec": "execute", "python": "execute",
+    "run_ipython": "execute", "ipython": "execute", "terminal": "execute", "run_command": "execute",
+    "cmd": "execute", "command": "execute", "task": "execute",
+    # submit / think / navigate
+    "submit": "submit", "finish": "submit", "done": "submit", "final_answer": "submit",
+    "answer": "submit", "respond": "submit", "stop": "submit",
+    "think": "think", "todowrite": "think", "todoread": "think", "plan": "think",
+    "navigate": "navigate", "goto": "navigate", "open_url": "navigate", "browse": "navigate",
+    "scroll": "navigate", "go_back": "navigate",
+}  # fmt: skip
+
+# words inside a tool name, checked in this order (the first category with a hit wins)
+_WORD_CATEGORY: tuple[tuple[str, frozenset[str]], ...] = (
+    ("submit", frozenset({"submit", "finish", "done"})),
+    ("think", frozenset({"think", "todo", "reason"})),
+    ("write", frozenset({"edit", "write", "replace", "create", "insert", "patch", "save"})),
+    ("search", frozenset({"grep", "search", "find", "glob", "rg", "lookup", "query"})),
+    ("read", frozenset({"read", "cat", "view", "open", "show", "list", "ls", "get", "fetch"})),
+    ("execute", frozenset({"bash", "run", "execute", "exec", "python", "shell", "terminal"})),
+    ("navigate", frozenset({"navigate", "goto", "browse", "url"})),
+)
+
+
+def _name_words(name: str) -> list[str]:
+    """``str_replace_editor`` → str, replace, editor; ``WebFetch`` → web, fetch."""
+    words: list[str] = []
+    current = ""
+    prev = ""
+    for char in name:
+        if not char.isalnum():
+            if current:
+                words.append(current.lower())
+            current = ""
+        elif char.isupper() and prev and (prev.islower() or prev.isdigit()):
+            if current:
+                words.append(current.lower())
+            current = char
+        else:
+            current += char
+        prev = char
+    if current:
+        words.append(current.lower())
+    return words
+
+
+def infer_category(name: str) -> str:
+    """The category of a tool the profile does not know, from its name (see the module doc)."""
+    key = name.strip().lower()
+    if key in _EXACT_CATEGORY:
+        return _EXACT_CATEGORY[key]
+    words = set(_name_words(name))
+    for category, vocabulary in _WORD_CATEGORY:
+        if words & vocabulary:
+            return category
+    return "execute"
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """What the rules need to know about one tool name."""
+
+    name: str  # canonical name (a profile tool's name; an unknown tool's lower-cased name)
+    category: str
+    target_param: str | None
+    known: bool  # the profile defines it
+
+
+@dataclass
+class RuleContext:
+    """Tool lookups for the rules, built once per profile (:meth:`from_profile`) and reused for
+    every trajectory of that profile. Unknown tool names are inferred once and cached."""
+
+    tools: dict[str, ToolInfo] = field(default_factory=dict)  # lower-cased name or alias → info
+    profile_name: str = ""
+    _cache: dict[str, ToolInfo] = field(default_factory=dict, repr=False)
+
+    _CACHE_LIMIT = 4096
+
+    @classmethod
+    def from_profile(cls, profile: Any = None) -> RuleContext:
+        """From a :class:`~trainer_core.envs.profiles.DomainProfile` (or None: every tool is
+        inferred from its name)."""
+        tools: dict[str, ToolInfo] = {}
+        if profile is not None:
+            for tool in profile.tools:
+                info = ToolInfo(tool.name, tool.category, tool.target_param, True)
+                for name in (tool.name, *tool.aliases):
+                    tools[name.strip().lower()] = info
+        return cls(tools=tools, profile_name=getattr(profile, "name", "") or "")
+
+    def resolve(self, name: str) -> ToolInfo:
+        info = self._cache.get(name)
+        if info is not None:
+            return info
+        key = (name or "").strip().lower()
+        info = self.tools.get(key)
+        if info is None:
+            info = ToolInfo(key, infer_category(name.strip() or "unknown"), None, False)
+        if len(self._cache) < self._CACHE_LIMIT:
+            self._cache[name] = info
+        return info
+
+    def category_of(self, name: str) -> str:
+        return self.resolve(name).category
+
+
+# --- tokens for info use -----------------------------------------------------------------------
+
+_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+#: bytes.translate table: every byte that cannot be in a word becomes a space
+_TO_WORDS = bytes((c if c in _WORD_BYTES else 32) for c in range(256))
+_STARTS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_HALF_SCAN = MAX_SCAN_CHARS // 2
+
+
+def _words(text: str) -> list[bytes]:
+    """The words of ``text`` (runs of ``[A-Za-z0-9_.-]``), at most MAX_SCAN_CHARS of it."""
+    if len(text) > MAX_SCAN_CHARS:
+        text = text[:_HALF_SCAN] + " " + text[-_HALF_SCAN:]
+    return text.encode("utf-8", "ignore").translate(_TO_WORDS).split()
+
+
+def _informative(word: bytes) -> bool:
+    """A path or identifier: starts with a letter or ``_``, 4+ characters, and has ``_``, ``.``
+    or ``-`` or mixes case."""
+    if len(word) < 4 or word[0] not in _STARTS:
+        return False
+    if b"_" in word or b"." in word or b"-" in word:
+        return True
+    return not (word.islower() or word.isupper() or word.istitle())
+
+
+def _param_text(params: Mapping[str, Any]) -> str:
+    parts: list[str] = []
+    for value in params.values():
+        if type(value) is str:
+            parts.append(value)
+        elif isinstance(value, list | tuple):
+            parts.extend(v for v in value if isinstance(v, str))
+        elif isinstance(value, dict):
+            parts.extend(v for v in value.values() if isinstance(v, str))
+    return "\n".join(parts)
+
+
+def _uses_seen(params: Mapping[str, Any], seen: set[bytes]) -> bool:
+    words = _words(_param_text(params))
+    starts = _STARTS
+    for word in seen.intersection(words):
+        if len(word) > 3 and word[0] in starts:
+            if b"_" in word or b"." in word or b"-" in word:
+                return True
+            if not (word.islower() or word.isupper() or word.istitle()):
+                return True
+    # dotted tails (self.load_file → load_file) and sentence-final words (loader.py.)
+    for word in words:
+        if b"." in word and _informative(word):
+            if word + b"." in seen:
+                return True
+            tail = word
+            while b"." in tail:
+                tail = tail.split(b".", 1)[1]
+                if tail in seen and _informative(tail):
+                    return True
+        elif word + b"." in seen and _informative(word):
+            return True
+    return False
+
+
+# --- the pass ----------------------------------------------------------------------------------
+
+
+def _norm_path(target: str) -> str | None:
+    target = target.strip()
+    while target.startswith("./"):
+        target = target[2:]
+    if len(target) > 1:
+        target = target.rstrip("/") or "/"
+    if target in ("", "."):
+        return None
+    return target
+
+
+def _mapping_fields(step: Any) -> tuple[str, Any, Any]:
+    if isinstance(step, Mapping):
+        observation = step.get("observation")
+        if observation is None:
+            observation = step.get("output")
+        return str(step.get("tool") or ""), step.get("params"), observation
+    raise TypeError(
+        f"a step is a Step or a dict with tool, params and observation, not {type(step).__name__}"
+    )
+
+
+def step_rule_scores(
+    steps: Sequence[Any],
+    ctx: RuleContext | None = None,
+    *,
+    reasons: list[dict[str, str]] | None = None,
+) -> list[dict[str, float]]:
+    """Per step ``{"redundancy", "regression", "info_use", "non_redundancy"}``, in one pass.
+
+    ``steps``: :class:`~trainer_core.recording.schema.Step` objects or dicts with ``tool``,
+    ``params`` and ``observation`` (``output`` is accepted too). ``ctx``: from
+    :meth:`RuleContext.from_profile` (None: tools inferred from their names). ``reasons``: when a
+    list is given, one dict per step is appended to it naming why a score is below 1.0 (for
+    rationales; costs nothing when None).
+
+    Every check is a hash lookup; each observation is tokenised once (at most
+    :data:`MAX_SCAN_CHARS` of it), so the cost is linear in the steps and their text.
+    """
+    if ctx is None:
+        ctx = RuleContext()
+    resolved = ctx._cache
+    resolve = ctx.resolve
+    explain = reasons is not None
+    to_words = _TO_WORDS
+    half = _HALF_SCAN
+    path_keys = PATH_KEYS
+
+    last_call: dict[Any, int] = {}  # (tool, params) → last index
+    last_read: dict[str, int] = {}  # read target → last index
+    last_write_under: dict[str, int] = {}  # file target or a directory above it → last write
+    last_write_any = -1  # any write-category step
+    last_untargeted_write = -1  # a write with no target (changes every file)
+    last_env_change = -1  # any write, execute or navigate step
+    seen_edits: set[tuple[str, str, str]] = set()  # (target, old, new)
+    content: dict[str, str | None] = {}  # known content of a target (from full writes)
+    before_last: dict[str, str | None] = {}  # content before the last write to a target
+    seen: set[bytes] = set()  # words of earlier observations
+    informative_seen = False  # some earlier observation held a path or identifier
+    unchecked: list[list[bytes]] = []  # observation words not yet checked for that
+    norm_cache: dict[str, str | None] = {}
+    why: dict[str, str] = {}
+
+    out: list[dict[str, float]] = []
+    for index, step in enumerate(steps):
+        try:
+            tool = step.tool
+            params = step.params
+            observation = step.observation
+        except AttributeError:
+            tool, params, observation = _mapping_fields(step)
+        if type(params) is not dict and not isinstance(params, Mapping):
+            params = {}
+        info = resolved.get(tool)
+        if info is None:
+            info = resolve(str(tool))
+        category = info.category
+        if category == "write" and params.get("command") == "view":
+            category = "read"
+        if explain:
+            why = {}
+
+        # target
+        key_used = info.target_param
+        target = params.get(key_used) if key_used else None
+        if type(target) is not str:
+            target = None
+            for key_used in _TARGET_FALLBACK:
+                value = params.get(key_used)
+                if type(value) is str:
+                    target = value
+                    break
+        file_scoped = False
+        if target is not None:
+            if key_used in path_keys:
+                normed = norm_cache.get(target, "")
+                if normed == "":
+                    normed = norm_cache[target] = _norm_path(target)
+                target = normed
+                file_scoped = target is not None
+            elif not target:
+                target = None
+
+        # --- redundancy
+        redundancy = 1.0
+        try:
+            call_key = (info.name, frozenset(params.items()))
+            prev_call = last_call.get(call_key)
+        except TypeError:  # unhashable values (lists, dicts)
+            call_key = (info.name, json.dumps(params, sort_keys=True, default=str))
+            prev_call = last_call.get(call_key)
+        if category == "read" or category == "search":
+            if file_scoped:
+                changed_at = last_write_under.get(target, -1)
+                if last_untargeted_write > changed_at:
+                    changed_at = last_untargeted_write
+            else:
+                changed_at = last_env_change
+            if prev_call is not None and changed_at < prev_call:
+                redundancy = REPEAT_READ
+                if explain:
+                    why["redundancy"] = f"repeats step {prev_call} with nothing changed since"
+            elif category == "read" and target is not None:
+                prev_read = last_read.get(target)
+                if prev_read is not None and changed_at < prev_read:
+                    redundancy = REPEAT_READ
+                    if explain:
+                        why["redundancy"] = (
+                            f"reads {target!r} again, unchanged since step {prev_read}"
+                        )
+            if category == "read" and target is not None:
+                last_read[target] = index
+        elif prev_call is not None:
+            if category == "execute" and last_write_any > prev_call:
+                pass  # running it again after a change (tests after an edit) is not redundant
+            else:
+                redundancy = REPEAT_OTHER
+                if explain:
+                    why["redundancy"] = f"repeats step {prev_call}"
+        last_call[call_key] = index
+
+        # --- regression
+        regression = 1.0
+        if category == "write":
+            tkey = target if target is not None else ""
+            prior = content.get(tkey)
+            new_content: str | None = None
+            undo = False
+            for old_key, new_key in _EDIT_PAIRS:
+                old = params.get(old_key)
+                if old is None:
+                    continue
+                new = params.get(new_key)
+                if type(old) is str and type(new) is str:
+                    if old != new:
+                        if (tkey, new, old) in seen_edits:
+                            undo = True
+                        seen_edits.add((tkey, old, new))
+                        if prior is not None and old and old in prior:
+                            new_content = prior.replace(old, new, 1)
+                    break
+            else:
+                for content_key in _CONTENT_KEYS:
+                    value = params.get(content_key)
+                    if type(value) is str:
+                        new_content = value
+                        break
+                if params.get("command") == "undo_edit" and tkey in before_last:
+                    undo = True
+            if not undo and new_content is not None and new_content != prior:
+                earlier = before_last.get(tkey)
+                if earlier is not None and earlier == new_content:
+                    undo = True
+            if undo:
+                regression = 0.0
+                if explain:
+                    why["regression"] = f"undoes an earlier write to {tkey or 'its target'!r}"
+            before_last[tkey] = prior
+            if new_content is not None and len(new_content) > MAX_TRACKED_CONTENT:
+                new_content = None
+            content[tkey] = new_content
+
+        # --- information use (before this step's own observation is added)
+        info_use = 1.0
+        if (category == "write" or category == "execute") and index > 0 and seen:
+            if not _uses_seen(params, seen):
+                if not informative_seen:  # each observation's words are checked at most once
+                    informative_seen = any(_informative(w) for ws in unchecked for w in ws)
+                    unchecked.clear()
+                if informative_seen:
+                    info_use = INFO_UNUSED
+                    if explain:
+                        why["info_use"] = "uses no path or identifier from earlier observations"
+
+        # --- state after the step
+        if category == "write":
+            last_write_any = index
+            last_env_change = index
+            if target is None:
+                last_untargeted_write = index
+            else:
+                last_write_under[target] = index
+                if file_scoped:
+                    cut = target.rfind("/")
+                    depth = 0
+                    while cut > 0 and depth < 32:
+                        target = target[:cut]
+                        last_write_under[target] = index
+                        cut = target.rfind("/")
+                        depth += 1
+        elif category == "execute" or category == "navigate":
+            last_env_change = index
+        if observation:
+            if type(observation) is not str:
+                observation = str(observation)
+            if len(observation) > MAX_SCAN_CHARS:
+                observation = observation[:half] + " " + observation[-half:]
+            words = observation.encode("utf-8", "ignore").translate(to_words).split()
+            seen.update(words)
+            if not informative_seen:
+                unchecked.append(words)
+
+        out.append(
+            {
+                "redundancy": redundancy,
+                "regression": regression,
+                "info_use": info_use,
+                "non_redundancy": redundancy if redundancy < regression else regression,
+            }
+        )
+        if explain:
+            reasons.append(why)
+    return out
+
+
+# --- trajectory-level rules ----------------------------------------------------------------------
+
+
+def efficiency(steps_count: int, reference_steps: int | float | None) -> float | None:
+    """``min(1, reference_steps / steps_count)``; None when there is no reference (None or ≤ 0);
+    0.0 for a trajectory with no steps (it did nothing)."""
+    if reference_steps is None:
+        return None
+    try:
+        reference = float(reference_steps)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(reference) or reference <= 0:
+        return None
+    if steps_count <= 0:
+        return 0.0
+    return min(1.0, reference / steps_count)
+
+
+_MISSING = object()
+
+
+def _field(outcome: Any, name: str | None) -> Any:
+    if not name:
+        return None
+    if isinstance(outcome, Mapping):
+        value = outcome.get(name, _MISSING)
+        metadata = outcome.get("metadata")
+    else:
+        value = getattr(outcome, name, _MISSING)
+        metadata = getattr(outcome, "metadata", None)
+    if (value is _MISSING or value is None) and isinstance(metadata, Mapping):
+        value = metadata.get(name)
+    return None if value is _MISSING else value
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _clamp(value: float) -> float:
+    return 0.0 if value < 0 else 1.0 if value > 1 else value
+
+
+def outcome_score(outcome: Any, spec: Any = None) -> float | None:
+    """The outcome part of a trajectory's reward, in 0..1, or None when unknown.
+
+    ``outcome``: a recording :class:`~trainer_core.recording.schema.Outcome`, an outcome checker's
+    :class:`~trainer_core.tasks.checkers.Outcome`, or a dict (fields are also looked up in its
+    ``metadata``). ``spec``: the profile's :class:`~trainer_core.envs.profiles.OutcomeSpec`;
+    None reads knowlyr's fields (``partial_credit``, ``tests_passed / tests_total``,
+    ``success``). In order, the first that is known:
+
+    1. partial credit (``spec.partial_credit_field``), clamped to 0..1;
+    2. ``score_field / total_field`` when both are numbers and the total is above 0 (a missing
+       ``tests_total`` is ``tests_passed + tests_failed``); a ``score_field`` without a
+       ``total_field`` is read as a 0..1 score;
+    3. the outcome's own 0..1 ``score`` (the outcome checker's grade);
+    4. success (``spec.success_field``): 1.0 or 0.0.
+    """
+    if outcome is None:
+        return None
+    if spec is None:  # knowlyr's fields
+        partial_field, score_field, total_field, success_field = (
+            "partial_credit",
+            "tests_passed",
+            "tests_total",
+            "success",
+        )
+    else:
+        partial_field = spec.partial_credit_field
+        score_field, total_field = spec.score_field, spec.total_field
+        success_field = spec.success_field
+
+    partial = _number(_field(outcome, partial_field))
+    if partial is not None:
+        return _clamp(partial)
+    if score_field:
+        score = _number(_field(outcome, score_field))
+        if score is not None:
+            if total_field:
+                total = _number(_field(outcome, total_field))
+                if total is None and total_field == "tests_total":
+                    failed = _number(_field(outcome, "tests_failed"))
+                    if failed is not None and score_field == "tests_passed":
+                        total = score + failed
+                if total is not None and total > 0:
+                    return _clamp(score / total)
+            else:
+                return _clamp(score)
+    if score_field != "score":
+        score = _number(_field(outcome, "score"))
+        if score is not None:
+            return _clamp(score)
+    success = _field(outcome, success_field)
+    if isinstance(success, bool):
+        return 1.0 if success else 0.0
+    return None

@@ -1,0 +1,254 @@
+"""Rubrics, reward-model versions, scoring runs and preference pairs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+
+from trainer_core.errors import ConfigError
+from webapp.common.errors import ApplicationError
+from webapp.rewards.models import (
+    PreferencePair,
+    RewardModel,
+    Rubric,
+    ScoringRun,
+    TrajectoryScore,
+)
+
+SCORE_KIND = "rewards.score"
+# What one judge call is assumed to cost, for the estimate before launch.
+JUDGE_TOKENS_IN = 1500
+JUDGE_TOKENS_OUT = 150
+
+
+# --- rubrics --------------------------------------------------------------------------------
+
+
+def rubrics_seed(domain: str, weights: dict[str, float] | None = None) -> int:
+    """Create the Rubric rows of ``domain`` that do not exist yet (weights from the profile)."""
+    from trainer_core.rewards.rubrics import rubric_set
+
+    existing = set(Rubric.objects.filter(domain=domain).values_list("rubric_id", flat=True))
+    new = [
+        Rubric(
+            domain=domain,
+            rubric_id=r.id,
+            description=r.description,
+            evaluator=r.evaluator,
+            weight=r.weight,
+        )
+        for r in rubric_set(domain, weights)
+        if r.id not in existing
+    ]
+    Rubric.objects.bulk_create(new)
+    return len(new)
+
+
+def rubrics_seed_builtin() -> str:
+    from webapp.domains.models import DomainProfile
+
+    created = 0
+    for row in DomainProfile.objects.filter(is_current=True):
+        created += rubrics_seed(row.name, (row.data or {}).get("rubric_weights") or None)
+    made = 0
+    for domain in Rubric.objects.values_list("domain", flat=True).distinct():
+        if not RewardModel.objects.filter(domain=domain).exists():
+            reward_model_create(domain=domain, note="built in: rules only")
+            made += 1
+    return f"{created} rubrics and {made} reward-model versions created"
+
+
+def rubric_update(
+    *, rubric: Rubric, weight: float, description: str, evaluator: str, user=None
+) -> Rubric:
+    if weight < 0:
+        raise ApplicationError("A rubric weight cannot be negative.")
+    if evaluator not in Rubric.Evaluator.values:
+        raise ApplicationError(f"Evaluator must be one of {', '.join(Rubric.Evaluator.values)}.")
+    others = Rubric.objects.filter(domain=rubric.domain).exclude(pk=rubric.pk)
+    if weight == 0 and not any(r.weight > 0 for r in others):
+        raise ApplicationError("At least one rubric of a domain must have a weight above 0.")
+    rubric.weight = weight
+    rubric.description = description.strip() or rubric.description
+    rubric.evaluator = evaluator
+    rubric.updated_by = user if getattr(user, "is_authenticated", False) else None
+    rubric.save()
+    return rubric
+
+
+# --- reward-model versions --------------------------------------------------------------------
+
+
+def reward_model_create(
+    *,
+    domain: str,
+    layers: dict[str, float] | None = None,
+    totals: dict[str, float] | None = None,
+    judge: dict[str, Any] | None = None,
+    note: str = "",
+    user=None,
+    parent: RewardModel | None = None,
+) -> RewardModel:
+    """Snapshot the domain's rubric rows, the layer and total weights and the judge config into
+    a new version. Scoring reads only the version, so later rubric edits change nothing here."""
+    from trainer_core.rewards.combine import LayerWeights, TotalWeights
+    from trainer_core.rewards.rubrics import Rubric as RubricSpec
+    from trainer_core.rewards.scoring import RewardConfig
+
+    rows = list(Rubric.objects.filter(domain=domain))
+    if not rows:
+        raise ApplicationError(f"Domain {domain!r} has no rubrics; seed or create them first.")
+    try:
+        config = RewardConfig(
+            rubrics=[RubricSpec(r.rubric_id, r.description, r.evaluator, r.weight) for r in rows],
+            layers=LayerWeights(**(layers or {})),
+            totals=TotalWeights(**(totals or {})),
+            profile=domain,
+        )
+        judge_data: dict[str, Any] = {}
+        if judge:
+            from trainer_core.rewards.judge import JudgeConfig
+
+            judge_data = JudgeConfig.from_dict(judge).to_dict()
+    except (ConfigError, TypeError, ValueError) as exc:
+        raise ApplicationError(f"Invalid reward-model settings: {exc}") from None
+    with transaction.atomic():
+        latest = (
+            RewardModel.objects.select_for_update()
+            .filter(domain=domain)
+            .aggregate(v=Max("version"))["v"]
+        )
+        return RewardModel.objects.create(
+            domain=domain,
+            version=(latest or 0) + 1,
+            config=config.to_dict(),
+            judge=judge_data,
+            parent=parent,
+            note=note[:300],
+            created_by=user if getattr(user, "is_authenticated", False) else None,
+        )
+
+
+# --- scoring runs -----------------------------------------------------------------------------
+
+
+def scoring_estimate(*, reward_model: RewardModel, trajectory_ids: list[int]) -> dict[str, Any]:
+    """Judge calls and cost before launch (an upper bound: cache hits cost nothing)."""
+    from webapp.trajectories.models import Trajectory
+
+    counts = list(
+        Trajectory.objects.filter(pk__in=trajectory_ids).values_list("step_count", flat=True)
+    )
+    already = TrajectoryScore.objects.filter(
+        reward_model=reward_model, trajectory_id__in=trajectory_ids
+    ).count()
+    estimate: dict[str, Any] = {
+        "trajectories": len(counts),
+        "steps": sum(counts),
+        "already_scored": already,
+        "judge": bool(reward_model.judge),
+        "calls": 0,
+        "cost": 0.0,
+        "priced": True,
+    }
+    if reward_model.judge:
+        from trainer_core.policies.pricing import estimate_cost, known_price
+
+        cap = reward_model.judge.get("max_judged_steps")
+        calls = sum(min(c, cap) if cap else c for c in counts)
+        model = reward_model.judge.get("model", "")
+        prices = {
+            "price_in": reward_model.judge.get("price_in"),
+            "price_out": reward_model.judge.get("price_out"),
+        }
+        estimate["calls"] = calls
+        estimate["priced"] = known_price(model) or all(v is not None for v in prices.values())
+        estimate["cost"] = (
+            estimate_cost(model, calls, JUDGE_TOKENS_IN, JUDGE_TOKENS_OUT, **prices)
+            if estimate["priced"]
+            else None
+        )
+    return estimate
+
+
+def scoring_launch(
+    *,
+    reward_model: RewardModel,
+    trajectory_ids: list[int],
+    spend_cap_usd: float | None = None,
+    user=None,
+) -> ScoringRun:
+    from webapp.jobs.services import job_enqueue
+
+    ids = sorted(set(int(i) for i in trajectory_ids))
+    if not ids:
+        raise ApplicationError("Select the trajectories to score first.")
+    if spend_cap_usd is not None and spend_cap_usd <= 0:
+        raise ApplicationError("The spend cap must be above 0 (leave it empty for no cap).")
+    with transaction.atomic():
+        run = ScoringRun.objects.create(
+            reward_model=reward_model,
+            trajectory_ids=ids,
+            total=len(ids),
+            spend_cap_usd=spend_cap_usd,
+            created_by=user if getattr(user, "is_authenticated", False) else None,
+        )
+        run.job = job_enqueue(
+            kind=SCORE_KIND,
+            params={"run_id": run.pk},
+            user=user,
+            message=f"Waiting for a judge-queue worker to score {len(ids)} trajectories.",
+        )
+        run.save(update_fields=["job"])
+    return run
+
+
+# --- preference pairs ---------------------------------------------------------------------------
+
+
+def preferences_build(
+    *,
+    reward_model: RewardModel,
+    method: str = "outside_in",
+    min_margin: float = 0.1,
+    trajectory_ids: list[int] | None = None,
+    user=None,
+) -> dict[str, int]:
+    """Pairs from the trajectory totals this version gave, per task. ``uncertain`` makes
+    candidates for human judgement. Re-running adds only pairs that do not exist yet."""
+    from trainer_core.rewards.preferences import Candidate, build_pairs
+
+    scores = TrajectoryScore.objects.filter(reward_model=reward_model, total__isnull=False)
+    if trajectory_ids:
+        scores = scores.filter(trajectory_id__in=trajectory_ids)
+    candidates = [
+        Candidate(id=tid, task_id=task or f"trajectory-{tid}", score=total)
+        for tid, task, total in scores.values_list("trajectory_id", "trajectory__task_ref", "total")
+    ]
+    try:
+        pairs = build_pairs(candidates, method=method, min_margin=min_margin)
+    except (ConfigError, ValueError) as exc:
+        raise ApplicationError(f"Cannot build pairs: {exc}") from None
+    status = (
+        PreferencePair.Status.CANDIDATE if method == "uncertain" else PreferencePair.Status.PAIR
+    )
+    rows = [
+        PreferencePair(
+            task_ref=pair.task_id[:300],
+            chosen_id=pair.chosen_id,
+            rejected_id=pair.rejected_id,
+            source=PreferencePair.Source.RULES,
+            status=status,
+            method=method,
+            margin=pair.margin,
+            reward_model=reward_model,
+            created_by=user if getattr(user, "is_authenticated", False) else None,
+        )
+        for pair in pairs
+    ]
+    before = PreferencePair.objects.filter(reward_model=reward_model, method=method).count()
+    PreferencePair.objects.bulk_create(rows, ignore_conflicts=True)
+    after = PreferencePair.objects.filter(reward_model=reward_model, method=method).count()
+    return {"candidates": len(candidates), "pairs": len(pairs), "created": after - before}
