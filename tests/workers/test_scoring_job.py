@@ -203,7 +203,6 @@ def test_judge_scoring_through_the_sdk_with_a_spend_cap(
         "value": 1.0,
         "layer": "model",
         "rationale": "reads before editing",
-        "interpolated": False,
     }
     assert first.rubrics["param_correctness"]["value"] == 0.5
     # the trajectory the cap cut short is not stored (a re-run finishes it; its judged steps are

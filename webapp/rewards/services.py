@@ -90,22 +90,35 @@ def reward_model_create(
     note: str = "",
     user=None,
     parent: RewardModel | None = None,
+    rubrics: list[dict[str, Any]] | None = None,
+    calibration: dict[str, Any] | None = None,
 ) -> RewardModel:
-    """Snapshot the domain's rubric rows, the layer and total weights and the judge config into
-    a new version. Scoring reads only the version, so later rubric edits change nothing here."""
+    """Snapshot the domain's rubric rows (or the given ``rubrics`` snapshot, e.g. the parent's),
+    the layer and total weights, the judge config and an optional calibration into a new
+    version. Scoring reads only the version, so later rubric edits change nothing here."""
     from trainer_core.rewards.combine import LayerWeights, TotalWeights
     from trainer_core.rewards.rubrics import Rubric as RubricSpec
     from trainer_core.rewards.scoring import RewardConfig
 
-    rows = list(Rubric.objects.filter(domain=domain))
-    if not rows:
+    if rubrics is not None:
+        specs = [
+            RubricSpec(r["id"], r["description"], r["evaluator"], r["weight"]) for r in rubrics
+        ]
+    else:
+        specs = [
+            RubricSpec(r.rubric_id, r.description, r.evaluator, r.weight)
+            for r in Rubric.objects.filter(domain=domain)
+        ]
+    if not specs:
         raise ApplicationError(f"Domain {domain!r} has no rubrics; seed or create them first.")
     try:
+        extra = {"calibration": calibration} if calibration else {}
         config = RewardConfig(
-            rubrics=[RubricSpec(r.rubric_id, r.description, r.evaluator, r.weight) for r in rows],
+            rubrics=specs,
             layers=LayerWeights(**(layers or {})),
             totals=TotalWeights(**(totals or {})),
             profile=domain,
+            **extra,
         )
         judge_data: dict[str, Any] = {}
         if judge:
@@ -125,6 +138,7 @@ def reward_model_create(
             version=(latest or 0) + 1,
             config=config.to_dict(),
             judge=judge_data,
+            calibration=calibration or {},
             parent=parent,
             note=note[:300],
             created_by=user if getattr(user, "is_authenticated", False) else None,
