@@ -32,6 +32,9 @@ LIGHT_MODULES = [
     "trainer_core.tasks.checkers",
     "trainer_core.rewards.rubrics",
     "trainer_core.rewards.judge",
+    "trainer_core.rewards.scoring",
+    "trainer_core.calibration.agreement",
+    "trainer_core.calibration.fit",
 ]
 
 pytestmark = pytest.mark.sqlite

@@ -17,6 +17,14 @@ Where each rubric's score comes from, by its evaluator:
 ``human``
     Unscored here; annotation and calibration fill them.
 
+A calibration (``RewardConfig.calibration``, fitted by
+:func:`trainer_core.calibration.fit.fit_calibration`) changes only the step totals, after the
+rubrics are scored: the fitted rubric weights replace the rubrics' own weights and the layer
+weights (a rubric without a fitted weight counts 0; a step on which no rubric with a fitted weight
+is scored keeps its uncalibrated total), then the total goes through the fitted monotone map (see
+:mod:`trainer_core.calibration.fit`). ``StepScore.raw_total`` keeps the uncalibrated total; the
+process score and the trajectory total are built from the calibrated step totals.
+
 A trajectory whose steps have no score at all (e.g. a domain whose rubrics are all
 model-evaluated, scored without a judge) is *unscored*: its process and total are None and
 ``unscored_reason`` says why; its outcome and efficiency are still reported.
@@ -75,6 +83,9 @@ class RewardConfig:
     """Weights of outcome, process and efficiency in the trajectory total."""
     profile: str = "generic"
     """The domain profile's name (tool categories for the rules, the outcome fields)."""
+    calibration: dict[str, Any] | None = None
+    """A fitted calibration (``CalibrationResult.to_dict()``: rubric_weights, isotonic, n, cv);
+    None: uncalibrated. See the module doc."""
 
     def __post_init__(self) -> None:
         self.rubrics = list(self.rubrics)
@@ -103,6 +114,42 @@ class RewardConfig:
             raise ConfigError("layers and totals are LayerWeights and TotalWeights")
         if not isinstance(self.profile, str) or not self.profile:
             raise ConfigError("profile is the domain profile's name, e.g. 'coding'")
+        self._calibration = None
+        if self.calibration is not None and not isinstance(self.calibration, Mapping):
+            raise ConfigError(
+                'calibration is a mapping {"rubric_weights": {...}, "isotonic": {"x", "y"}}, '
+                f"not {type(self.calibration).__name__}"
+            )
+        if self.calibration:
+            from trainer_core.calibration.fit import Calibration
+
+            # a JSON-clean copy: the snapshot and the fingerprint see exactly what is stored
+            try:
+                self.calibration = json.loads(json.dumps(dict(self.calibration), allow_nan=False))
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"calibration must be JSON data: {exc}") from None
+            self._calibration = Calibration.from_dict(
+                self.calibration, [r.id for r in self.rubrics]
+            )
+        else:
+            self.calibration = None
+
+    @property
+    def calibrated(self) -> bool:
+        return self._calibration is not None
+
+    @property
+    def fitted_weights(self) -> dict[str, float]:
+        """The calibration's rubric weights (empty without one, or with a map alone)."""
+        return dict(self._calibration.rubric_weights) if self._calibration is not None else {}
+
+    def step_total(self, scores: Mapping[str, float | None]) -> tuple[float | None, float | None]:
+        """(calibrated total, uncalibrated total) of a step's rubric scores; the two are equal
+        without a calibration."""
+        raw = step_total(scores, self.rubrics, self.layers)
+        if self._calibration is None:
+            return raw, raw
+        return self._calibration.step_total(scores, raw), raw
 
     @classmethod
     def for_profile(cls, profile: Any, **overrides: Any) -> RewardConfig:
@@ -120,7 +167,7 @@ class RewardConfig:
         return next((r for r in self.rubrics if r.id == rubric_id), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "profile": self.profile,
             "rubrics": [
                 {
@@ -134,16 +181,19 @@ class RewardConfig:
             "layers": self.layers.to_dict(),
             "totals": self.totals.to_dict(),
         }
+        if self.calibration is not None:  # absent when None: uncalibrated fingerprints unchanged
+            data["calibration"] = self.calibration
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RewardConfig:
         if not isinstance(data, Mapping):
             raise ConfigError("a reward config is a mapping with profile, rubrics, layers, totals")
-        unknown = sorted(set(data) - {"profile", "rubrics", "layers", "totals"})
+        unknown = sorted(set(data) - {"profile", "rubrics", "layers", "totals", "calibration"})
         if unknown:
             raise ConfigError(
                 f"unknown reward config key(s) {', '.join(unknown)}; "
-                "known: profile, rubrics, layers, totals"
+                "known: profile, rubrics, layers, totals, calibration"
             )
         raw_rubrics = data.get("rubrics")
         if not isinstance(raw_rubrics, list):
@@ -175,6 +225,7 @@ class RewardConfig:
             layers=layers,
             totals=totals,
             profile=data.get("profile") or "generic",
+            calibration=data.get("calibration") or None,
         )
 
     def fingerprint(self) -> str:
@@ -206,11 +257,15 @@ class StepScore:
     index: int
     rubrics: dict[str, RubricScore]
     total: float | None
+    """The step total: calibrated when the config carries a calibration."""
+    raw_total: float | None = None
+    """The uncalibrated step total (equal to ``total`` without a calibration)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "index": self.index,
             "total": self.total,
+            "raw_total": self.raw_total,
             "rubrics": {k: v.to_dict() for k, v in self.rubrics.items()},
         }
 
@@ -367,7 +422,12 @@ def score_trajectory(
         rule_scores = step_rule_scores(steps, RuleContext.from_profile(profile), reasons=reasons)
 
     # model layer
-    model_rubrics = [r for r in config.rubrics if r.evaluator == "model" and r.weight > 0]
+    fitted = config.fitted_weights
+    model_rubrics = [
+        r
+        for r in config.rubrics
+        if r.evaluator == "model" and (r.weight > 0 or fitted.get(r.id, 0.0) > 0)
+    ]
     judgements: dict[int, Any] = {}
     usage = None
     if judge is not None and model_rubrics and steps:
@@ -437,9 +497,8 @@ def score_trajectory(
                 score = RubricScore(None, "human", "human-evaluated: annotators score it")
             rubric_scores[rubric.id] = score
             values[rubric.id] = score.value
-        scored_steps.append(
-            StepScore(step.index, rubric_scores, step_total(values, config.rubrics, config.layers))
-        )
+        total, raw_total = config.step_total(values)
+        scored_steps.append(StepScore(step.index, rubric_scores, total, raw_total))
 
     spec = getattr(profile, "outcome", None)
     outcome = outcome_score(trajectory.outcome, spec)

@@ -4,3 +4,18 @@ from django.apps import AppConfig
 class CalibrationConfig(AppConfig):
     name = "webapp.calibration"
     label = "calibration"
+
+    def ready(self) -> None:
+        from webapp.accounts.permissions import Need
+        from webapp.trajectories import bulk
+
+        bulk.register(
+            bulk.BulkAction(
+                "annotate",
+                "Add to an annotation queue",
+                "calibration:queue_new",
+                Need.OPERATE,
+                "post",
+                20,
+            )  # fmt: skip
+        )

@@ -42,9 +42,8 @@ AREAS: list[Area] = [
     Area(
         "annotate",
         "Annotate",
-        "area-annotate",
-        "Annotation queues and the step grid.",
-        "the calibration issue",
+        "calibration:queues",
+        "Annotation queues, the step grid, agreement and calibration.",
     ),
     Area(
         "datasets",

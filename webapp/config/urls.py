@@ -16,6 +16,7 @@ urlpatterns = [
     path("trajectories/", include("webapp.trajectories.urls")),
     path("rollouts/", include("webapp.rollouts.urls")),
     path("rewards/", include("webapp.rewards.urls")),
+    path("annotate/", include("webapp.calibration.urls")),
 ]
 
 # Areas whose issues have not landed yet get a page that says so (no dead links).

@@ -102,6 +102,8 @@ class StepScore(models.Model):
     trajectory = models.ForeignKey("trajectories.Trajectory", on_delete=models.CASCADE)
     index = models.IntegerField()
     total = models.FloatField(null=True, blank=True)
+    # before the version's calibration (None when the version has none): what a new fit uses
+    raw_total = models.FloatField(null=True, blank=True)
     rubrics = models.JSONField(default=dict)
 
     class Meta:

@@ -163,7 +163,7 @@ def score_run(*, ctx: JobContext) -> None:
         specs = trajectory_specs(todo)
         references = _reference_steps(todo)
         trajectory_rows: list[TrajectoryScore] = []
-        step_rows: list[tuple[int, int, float | None, dict[str, Any]]] = []
+        step_rows: list[tuple[int, int, float | None, float | None, dict[str, Any]]] = []
         calls = hits = tokens_in = tokens_out = 0
         cost = 0.0
         stopped = None
@@ -209,7 +209,14 @@ def score_run(*, ctx: JobContext) -> None:
                 )
             )
             step_rows.extend(
-                (pk, step.index, step.total, _rubrics_json(step.rubrics)) for step in result.steps
+                (
+                    pk,
+                    step.index,
+                    step.total,
+                    getattr(step, "raw_total", None) if config.calibration else None,
+                    _rubrics_json(step.rubrics),
+                )
+                for step in result.steps
             )
         with transaction.atomic():
             TrajectoryScore.objects.bulk_create(
@@ -278,13 +285,15 @@ def _rubrics_json(rubrics: dict[str, Any]) -> dict[str, Any]:
 
 
 _STAGE = (
-    "CREATE TEMP TABLE IF NOT EXISTS steplab_stepscore_stage (trajectory_id bigint, "
-    "index integer, total double precision, rubrics jsonb) ON COMMIT DELETE ROWS"
+    "CREATE TEMP TABLE IF NOT EXISTS steplab_stepscore_stage2 (trajectory_id bigint, "
+    "index integer, total double precision, raw_total double precision, rubrics jsonb) "
+    "ON COMMIT DELETE ROWS"
 )
 
 
 def _insert_step_scores(
-    reward_model_id: int, rows: list[tuple[int, int, float | None, dict[str, Any]]]
+    reward_model_id: int,
+    rows: list[tuple[int, int, float | None, float | None, dict[str, Any]]],
 ) -> None:
     """Insert step scores; a row that exists (scored by a concurrent run) is skipped. On
     PostgreSQL: COPY into a temporary table, then INSERT ... ON CONFLICT DO NOTHING (4× faster
@@ -299,9 +308,10 @@ def _insert_step_scores(
                     trajectory_id=pk,
                     index=index,
                     total=total,
+                    raw_total=raw_total,
                     rubrics=rubrics,
                 )
-                for pk, index, total, rubrics in rows
+                for pk, index, total, raw_total, rubrics in rows
             ],
             ignore_conflicts=True,
             batch_size=2000,
@@ -311,14 +321,15 @@ def _insert_step_scores(
     with connection.cursor() as cursor:
         cursor.execute(_STAGE)
         with cursor.cursor.copy(
-            "COPY steplab_stepscore_stage (trajectory_id, index, total, rubrics) FROM STDIN"
+            "COPY steplab_stepscore_stage2 (trajectory_id, index, total, raw_total, rubrics) "
+            "FROM STDIN"
         ) as copy:
-            for pk, index, total, rubrics in rows:
-                copy.write_row((pk, index, total, json.dumps(rubrics)))
+            for pk, index, total, raw_total, rubrics in rows:
+                copy.write_row((pk, index, total, raw_total, json.dumps(rubrics)))
         cursor.execute(
-            f'INSERT INTO "{table}" (reward_model_id, trajectory_id, index, total, rubrics) '
-            "SELECT %s, trajectory_id, index, total, rubrics FROM steplab_stepscore_stage "
-            "ON CONFLICT DO NOTHING",
+            f'INSERT INTO "{table}" (reward_model_id, trajectory_id, index, total, raw_total, '
+            "rubrics) SELECT %s, trajectory_id, index, total, raw_total, rubrics "
+            "FROM steplab_stepscore_stage2 ON CONFLICT DO NOTHING",
             [reward_model_id],
         )
-        cursor.execute("DELETE FROM steplab_stepscore_stage")
+        cursor.execute("DELETE FROM steplab_stepscore_stage2")
