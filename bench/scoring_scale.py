@@ -530,7 +530,13 @@ def breakdown(reward_model, ids: list[int], alternative=None) -> dict[str, float
 
     from trainer_core.rewards.scoring import RewardConfig, score_trajectory
     from webapp.rewards.models import ScoringRun, StepScore, TrajectoryScore
-    from webapp.rewards.scorejob import BATCH, _profile, _reference_steps, _rubrics_json
+    from webapp.rewards.scorejob import (
+        BATCH,
+        _insert_step_scores,
+        _profile,
+        _reference_steps,
+        _rubrics_json,
+    )
     from webapp.trajectories.selectors import trajectory_specs
 
     run = ScoringRun.objects.create(reward_model=reward_model, trajectory_ids=ids, total=len(ids))
@@ -589,13 +595,7 @@ def breakdown(reward_model, ids: list[int], alternative=None) -> dict[str, float
         times["build_trajectories"] += time.perf_counter() - clock
         clock = time.perf_counter()
         step_rows = [
-            StepScore(
-                reward_model=reward_model,
-                trajectory_id=pk,
-                index=step.index,
-                total=step.total,
-                rubrics=_rubrics_json(step.rubrics),
-            )
+            (pk, step.index, step.total, None, _rubrics_json(step.rubrics))
             for pk, result in results
             for step in result.steps
         ]
@@ -606,7 +606,7 @@ def breakdown(reward_model, ids: list[int], alternative=None) -> dict[str, float
                 trajectory_rows, ignore_conflicts=True, batch_size=1000
             )
             inner = time.perf_counter()
-            StepScore.objects.bulk_create(step_rows, ignore_conflicts=True, batch_size=2000)
+            _insert_step_scores(reward_model.pk, step_rows)  # the job's own path (COPY on PG)
             step_insert = time.perf_counter() - inner
             ScoringRun.objects.filter(pk=run.pk).update(
                 scored=F("scored") + len(trajectory_rows), skipped=F("skipped") + len(done)
@@ -745,7 +745,7 @@ def main() -> int:
         )
         worker.stop()
 
-        times = breakdown(in_process, ids, alternative=alternative)
+        times = breakdown(in_process, ids)
         total = times["total"]
         print(f"\nbreakdown in process (no worker, the job's loop, batches of 250): {total:.2f} s")
         labels = {
@@ -753,8 +753,8 @@ def main() -> int:
             "load": "load (trajectory_specs + reference steps)",
             "score": "score (score_trajectory)",
             "build_trajectories": "build TrajectoryScore objects",
-            "build_steps": "build StepScore objects (+ rubric JSON)",
-            "insert_steps": "insert StepScore (bulk_create, ignore_conflicts)",
+            "build_steps": "build step-score rows (+ rubric JSON)",
+            "insert_steps": "insert step scores (COPY + INSERT ... ON CONFLICT)",
             "insert_trajectories": "insert TrajectoryScore + run counters + commit",
         }
         for part, label in labels.items():
@@ -764,15 +764,6 @@ def main() -> int:
         print(
             f"  score_trajectory alone: {step_rows / times['score']:,.0f} steps/s; "
             f"StepScore build + insert: {step_rows / (times['build_steps'] + times['insert_steps']):,.0f} rows/s"
-        )
-        now = times["build_steps"] + times["insert_steps"]
-        print(
-            f"\nalternative for the StepScore rows (not what the job does; the same rows stored "
-            f"again for version {alternative.version}): tuples + COPY into a temporary table + "
-            f"INSERT ... SELECT ... ON CONFLICT DO NOTHING: {times['copy']:.2f} s "
-            f"({step_rows / max(times['copy'], 1e-9):,.0f} rows/s), against {now:.2f} s for "
-            f"StepScore build + insert now ({now / max(times['copy'], 1e-9):.1f}x faster); "
-            f"the loop would take about {total - now + times['copy']:.2f} s"
         )
         load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         print(f"load average at the end: {load} (on {os.cpu_count()} cores)")
