@@ -194,7 +194,12 @@ def test_judge_scoring_through_the_sdk_with_a_spend_cap(
     assert job.status == JobStatus.SUCCEEDED, job.error
     run.refresh_from_db()
     assert "spend cap" in run.stop_reason, (
-        run.scored, run.judge_calls, run.cost_usd, run.cache_hits, calls, job.log_tail
+        run.scored,
+        run.judge_calls,
+        run.cost_usd,
+        run.cache_hits,
+        calls,
+        job.log_tail,
     )
     assert run.judge_calls == calls == 7
     assert run.cost_usd == pytest.approx(0.07)

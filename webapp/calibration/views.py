@@ -71,7 +71,10 @@ def _selected_ids(data) -> list[int]:
     if selected:
         return selected
     if data.get("all_matching"):
-        filters = trajectory_selectors.Filters.from_query(data)
+        query = data.copy()
+        for name in QueueForm.base_fields:  # the queue form's own fields are not filters
+            query.pop(name, None)
+        filters = trajectory_selectors.Filters.from_query(query)
         return list(
             trajectory_selectors.trajectory_list(filters).values_list("pk", flat=True)[:100_000]
         )
@@ -82,7 +85,19 @@ def _selected_ids(data) -> list[int]:
 def queue_new(request):
     """A queue from a selection (the list's bulk action, or ?all_matching=1 with its filters) or
     from where the reward model is least trustworthy."""
-    ids = _selected_ids(request.POST if request.method == "POST" else request.GET)
+    data = request.POST if request.method == "POST" else request.GET
+    ids = _selected_ids(data)
+    # a filter ("all matching") travels as its query, not as thousands of hidden ids
+    filter_fields = (
+        [
+            (k, v)
+            for k in data
+            if k not in ("csrfmiddlewaretoken", "selected", "create", *QueueForm.base_fields)
+            for v in data.getlist(k)
+        ]
+        if data.get("all_matching") and not data.getlist("selected")
+        else []
+    )
     bound = request.method == "POST" and request.POST.get("create")
     form = QueueForm(request.POST if bound else None, initial={"source": "selection"})
     if bound and form.is_valid():
@@ -94,7 +109,11 @@ def queue_new(request):
         else:
             messages.success(request, f"Queue {queue.name} has {queue.items.count()} items.")
             return redirect("calibration:queue", pk=queue.pk)
-    return render(request, "calibration/queue_form.html", _ctx(form=form, ids=ids))
+    return render(
+        request,
+        "calibration/queue_form.html",
+        _ctx(form=form, ids=ids, filter_fields=filter_fields),
+    )
 
 
 @requires(Need.LABEL)

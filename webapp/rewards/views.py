@@ -227,6 +227,14 @@ def score(request):
         if chosen and ids
         else None
     )
+    data = request.POST if request.method == "POST" else request.GET
+    # a filter ("all matching") travels as its query, not as thousands of hidden ids
+    skip = ("csrfmiddlewaretoken", "selected", "launch", "reward_model", "spend_cap_usd")
+    filter_fields = (
+        [(k, v) for k in data if k not in skip for v in data.getlist(k)]
+        if data.get("all_matching") and not data.getlist("selected")
+        else []
+    )
     return render(
         request,
         "rewards/score.html",
@@ -236,7 +244,7 @@ def score(request):
             chosen=chosen,
             estimate=estimate,
             error=error,
-            query=request.GET.urlencode() if request.method == "GET" else "",
+            filter_fields=filter_fields,
         ),
     )
 

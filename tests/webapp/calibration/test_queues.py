@@ -50,6 +50,30 @@ def test_queue_from_a_selection_through_the_bulk_action(client, make_user):
     queue = AnnotationQueue.objects.get(name="first")
     assert response.status_code == 302
     assert queue.items.count() == 2  # the budget
+    # "Queue all matching" from the list's filters
+    form = client.get(
+        reverse("calibration:queue_new"), {"all_matching": "1", "outcome": "failure"}
+    ).content.decode()
+    assert "<strong>1</strong> trajectories match the filter" in form
+    assert 'name="outcome" value="failure"' in form and 'name="selected"' not in form
+    client.post(
+        reverse("calibration:queue_new"),
+        {
+            "create": "1",
+            "all_matching": "1",
+            "outcome": "failure",
+            "name": "failures",
+            "mode": "steps",
+            "source": "selection",
+            "scale_points": 3,
+            "annotators_per_item": 1,
+            "reservation_minutes": 30,
+            "budget": 10,
+            "seed": 0,
+        },
+    )
+    failures = AnnotationQueue.objects.get(name="failures")
+    assert [i.trajectory.success for i in failures.items.all()] == [False]
 
 
 def test_automatic_sources_pick_the_untrustworthy_trajectories(version):

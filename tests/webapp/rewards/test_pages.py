@@ -194,6 +194,11 @@ def test_score_form_from_a_selection_shows_the_estimate(admin, version):
         reverse("rewards:score"), {"all_matching": "1", "outcome": "success"}
     ).content.decode()
     assert "<strong>2</strong> trajectories" in matching
+    # the filter travels as its query, not as a hidden id per trajectory
+    assert (
+        'name="all_matching" value="1"' in matching and 'name="outcome" value="success"' in matching
+    )
+    assert 'name="selected"' not in matching
 
 
 def test_preference_pairs_from_scores(admin, version):
