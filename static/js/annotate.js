@@ -7,7 +7,7 @@
   var csrf = (JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"]) || "";
   var banner = document.getElementById("annotate-banner");
   var help = document.getElementById("annotate-help");
-  var rows = Array.prototype.slice.call(document.querySelectorAll(".step-grid tr.step, .pair li.step"));
+  var rows = Array.prototype.slice.call(document.querySelectorAll(".step-grid tr.step, .pair tr[data-kind]"));
   var current = -1;
   var choice = (document.getElementById("choice") || {}).textContent || "";
   var submissionVersion = config.submissionVersion;

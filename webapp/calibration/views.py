@@ -187,7 +187,7 @@ def item_page(request, pk: int, item: int):
         queue=queue,
         item=item,
         steps=steps,
-        other_steps=_steps(item.other, queue.reward_model) if item.other_id else [],
+        **(_pair_context(item) if item.other_id else {}),
         submission=submission,
         keys=list(range(1, queue.scale_points + 1)),
         levels=[(k, queue.level_value(k)) for k in range(1, queue.scale_points + 1)],
@@ -204,6 +204,13 @@ def item_page(request, pk: int, item: int):
         ),
     )
     return render(request, "calibration/item.html", context)
+
+
+def _pair_context(item: QueueItem) -> dict:
+    from webapp.trajectories.selectors import diff_context
+
+    diff = diff_context(item.trajectory, item.other)
+    return {k: diff[k] for k in ("rows", "first_divergence", "scored_by")}
 
 
 def _conflict(exc: ApplicationError, status: int = 409) -> JsonResponse:

@@ -307,3 +307,57 @@ def trajectory_specs(ids: list[int]) -> dict[int, Trajectory]:
             source_format=row.source_format or "steplab",
         )
     return out
+
+
+def diff_context(left: TrajectoryRow, right: TrajectoryRow) -> dict:
+    """The aligned rows of two trajectories for the diff table (also used by pairwise
+    annotation)."""
+    from trainer_core.recording.align import align_steps, param_diff, reward_delta, text_diff
+
+    left_steps = list(left.steps.order_by("index"))
+    right_steps = list(right.steps.order_by("index"))
+    scored_by = _use_step_scores(left, right, left_steps, right_steps)
+    alignment = align_steps(left_steps, right_steps)
+    rows = []
+    for position, aligned in enumerate(alignment.rows):
+        a = left_steps[aligned.left_index] if aligned.left_index is not None else None
+        b = right_steps[aligned.right_index] if aligned.right_index is not None else None
+        rows.append(
+            {
+                "position": position,
+                "kind": aligned.kind,
+                "left": a,
+                "right": b,
+                "first": position == alignment.first_divergence,
+                "params": param_diff(a.params, b.params)
+                if a and b and aligned.kind == "changed_params"
+                else [],
+                "observation": text_diff(a.observation, b.observation)
+                if a and b and aligned.kind == "changed_observation"
+                else [],
+                "reward_delta": reward_delta(a, b) if a and b else None,
+            }
+        )
+    return {
+        "left": left,
+        "right": right,
+        "rows": rows,
+        "first_divergence": alignment.first_divergence,
+        "scored_by": scored_by,
+    }
+
+
+def _use_step_scores(left, right, left_steps, right_steps):
+    """When one reward-model version scored both trajectories, its step totals become the
+    steps' rewards for the diff (the per-step reward differences); returns that version."""
+    from webapp.rewards.selectors import common_version, step_scores
+
+    version = common_version(left.pk, right.pk)
+    if version is None:
+        return None
+    for row, steps in ((left, left_steps), (right, right_steps)):
+        scores = step_scores(version.pk, row.pk)
+        for step in steps:
+            score = scores.get(step.index)
+            step.reward = score.total if score is not None else None
+    return version

@@ -178,3 +178,13 @@ def test_pairwise_choice_makes_a_human_preference_pair(make_user):
     assert (pair.chosen_id, pair.rejected_id) == (item.other_id, item.trajectory_id)
     services.submit(item=item, user=user, choice="E")  # changed mind: equal → no pair
     assert not PreferencePair.objects.filter(source="human").exists()
+
+
+def test_pairwise_item_page_shows_the_aligned_diff(client, make_user):
+    a, b = _import(2)
+    queue = services.queue_create(name="pair-page", mode="pairwise", trajectory_ids=[a, b])
+    item = queue.items.get()
+    client.force_login(make_user(Role.ANNOTATOR))
+    page = client.get(reverse("calibration:item", args=[queue.pk, item.pk])).content.decode()
+    assert 'data-testid="pair"' in page and 'data-testid="diff"' in page
+    assert "first divergence" in page and 'data-kind="' in page
