@@ -106,13 +106,18 @@ ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 DEFAULT_INSTRUCTIONS = "You are an agent that completes tasks by calling tools."
 
 #: The format as a Jinja chat template (``tokenizer.chat_template``); renders exactly as
-#: :func:`render` for messages with string contents.
+#: :func:`render` for messages with string contents. The policy's own tokens (an assistant
+#: message's content and tool calls, and its closing ``<|im_end|>``) sit inside
+#: ``{% generation %}`` markers, so ``apply_chat_template(..., return_assistant_tokens_mask=True)``
+#: (TRL's ``assistant_only_loss``) gives the same mask as :func:`tokenize`.
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
     "{%- set content = message['content'] if message['content'] is string else '' -%}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + content.lstrip() -}}"
-    "{%- if message['role'] == 'assistant' and message['tool_calls'] is defined"
-    " and message['tool_calls'] -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['role'] == 'assistant' -%}"
+    "{%- generation -%}"
+    "{{- content.lstrip() -}}"
+    "{%- if message['tool_calls'] is defined and message['tool_calls'] -%}"
     "{%- for call in message['tool_calls'] -%}"
     "{%- set fn = call['function'] if call['function'] is defined else call -%}"
     "{%- if content.lstrip() or not loop.first -%}{{- '\\n' -}}{%- endif -%}"
@@ -123,7 +128,12 @@ CHAT_TEMPLATE = (
     "{{- '}</tool_call>' -}}"
     "{%- endfor -%}"
     "{%- endif -%}"
-    "{{- '<|im_end|>\\n' -}}"
+    "{{- '<|im_end|>' -}}"
+    "{%- endgeneration -%}"
+    "{%- else -%}"
+    "{{- content.lstrip() + '<|im_end|>' -}}"
+    "{%- endif -%}"
+    "{{- '\\n' -}}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
 )

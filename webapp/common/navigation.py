@@ -48,16 +48,14 @@ AREAS: list[Area] = [
     Area(
         "datasets",
         "Datasets",
-        "area-datasets",
+        "datasets:list",
         "SFT, DPO, GRPO and PRM dataset snapshots.",
-        "the datasets and training issue",
     ),
     Area(
         "training",
         "Training",
-        "area-training",
-        "Training runs and checkpoints.",
-        "the datasets and training issue",
+        "training:list",
+        "Training runs and checkpoints; a checkpoint becomes a policy.",
     ),
     Area(
         "leaderboards",

@@ -20,6 +20,7 @@ WORKER_MODULES = [
     "workers.trajectories",
     "workers.rollouts",
     "workers.scoring",
+    "workers.datasets",
 ]
 
 app = Celery("steplab", include=WORKER_MODULES)

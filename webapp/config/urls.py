@@ -17,6 +17,8 @@ urlpatterns = [
     path("rollouts/", include("webapp.rollouts.urls")),
     path("rewards/", include("webapp.rewards.urls")),
     path("annotate/", include("webapp.calibration.urls")),
+    path("datasets/", include("webapp.datasets.urls")),
+    path("training/", include("webapp.training.urls")),
 ]
 
 # Areas whose issues have not landed yet get a page that says so (no dead links).

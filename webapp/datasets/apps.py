@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class DatasetsConfig(AppConfig):
     name = "webapp.datasets"
     label = "datasets"
+
+    def ready(self) -> None:
+        from webapp.datasets import services
+
+        services.register()

@@ -20,3 +20,7 @@ COLLECT_EPISODES = "rollouts.collect_episodes"
 
 # rewards
 SCORE = "judge.score"
+
+# datasets and training
+EXPORT_DATASET = "jobs.export_dataset"
+TRAIN = "gpu.train"

@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class TrainingConfig(AppConfig):
     name = "webapp.training"
     label = "training"
+
+    def ready(self) -> None:
+        from webapp.training import services
+
+        services.register()

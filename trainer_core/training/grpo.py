@@ -1,0 +1,679 @@
+"""Group relative policy optimisation for agents: ``train(GRPOConfig(...), on_progress)``.
+
+Offline (``dataset``)
+    JSONL rows of exported groups: ``{"prompt": [messages], "completions": [[messages], ...],
+    "rewards": [number, ...], "step_rewards"?: [[number per assistant turn], ...], "tools"?:
+    [...]}`` — a prompt with 2 to G trajectories (each the messages after the prompt: assistant
+    turns with tool calls and the tool results between them) and each trajectory's reward. A row
+    with ``tools`` and no system message gets ``chat_format.system_prompt(tools)``.
+
+Online (``env_id``)
+    For each prompt (a task), G episodes are played in the environment by the policy being
+    trained, all episodes of a micro-batch decoded together turn by turn
+    (:class:`~trainer_core.policies.local_hf.LocalHFPolicy` around the model, sampling at
+    ``temperature`` from a stream seeded by the run seed and the step). Each episode is kept as
+    the token ids the model actually saw and sampled: the prompt (``system_prompt(tools)`` and the
+    task, in the chat format), then per turn the sampled tokens (the policy's own, up to and with
+    ``<|im_end|>``) and the observation as a ``tool`` message (a ``user`` message after an output
+    that was not an action) with the next assistant header. The reward is the environment's
+    (its outcome reward when the agent submits); an episode cut by ``max_episode_steps`` or
+    ``max_length`` gets the rewards it earned so far.
+
+Advantages
+    GRPO's group-relative advantage of each completion's reward: ``(R − mean) / (std + 1e-4)``
+    over its group (``scale_rewards``; else not divided), given to every token of the completion.
+    ``step_level_advantage``: each step (assistant turn) gets its own advantage from its
+    reward-to-go instead (:func:`~trainer_core.training.losses.step_advantages`): step ``t`` of
+    completion ``i`` has the reward ``r_{i,t} = s_{i,t} + (R_i at the last step)``, where ``s`` is
+    the row's ``step_rewards`` offline and, online, the environment's reward of that step minus
+    ``step_error_penalty`` when the environment answered it with an error (a malformed output, an
+    unknown tool, bad parameters, a failed calculation); step ``t``'s advantage is
+    ``(Σ_{k≥t} r_{i,k} − mean_g) / (std_g + 1e-4)`` with the mean and std of the returns
+    ``Σ_k r_{i,k}`` of the group. Off, step rewards and the penalty are not used at all.
+
+Loss
+    :func:`~trainer_core.training.losses.grpo_loss` (grpo, dr_grpo, dapo, bnpo; KL coefficient
+    ``beta`` against a frozen copy of the initial model — for LoRA the base with the adapters
+    off), on the completion tokens that carry loss: with ``observation_masking`` (on by
+    default) only the policy's own tokens, off every token after the prompt. One optimizer update
+    per generated batch (TRL's default ``num_iterations=1``): the sampling policy is the current
+    one, so the importance ratio is 1 and the clip range does not bind. ``dr_grpo`` divides by
+    ``max_length`` (the longest sequence), ``dapo`` by the step's number of loss tokens over all
+    micro-batches and processes.
+
+Batches and processes
+    ``batch_size`` groups (prompts) per micro-batch over all processes, ``grad_accum``
+    micro-batches per optimizer step; which prompts a micro-batch takes and the sampling seed are
+    functions of the run seed and the micro-batch index, so a resumed run continues as if it had
+    not stopped. Checkpoints and processes as in :mod:`trainer_core.training.sft`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainer_core.errors import ConfigError, InputError
+from trainer_core.progress import ProgressEvent
+from trainer_core.training.common import (
+    IGNORE_INDEX,
+    Checkpointer,
+    Encoded,
+    TrainConfig,
+    TrainResult,
+    collate,
+    encode_messages,
+    load_model_and_tokenizer,
+    make_accelerator,
+    make_optimizer_and_scheduler,
+    option,
+    read_jsonl,
+    report,
+    set_seed,
+    token_logprobs,
+    weights_dtype,
+)
+from trainer_core.training.dpo import batch_indices, frozen_reference
+from trainer_core.training.losses import (
+    GRPO_LOSS_TYPES,
+    check_grpo_settings,
+    group_advantages,
+    grpo_loss,
+    step_advantages,
+)
+
+__all__ = [
+    "Completion",
+    "GRPOConfig",
+    "Group",
+    "advantage_rows",
+    "encode_group",
+    "load_tasks_for",
+    "rollout_groups",
+    "token_advantages",
+    "train",
+]
+
+
+@dataclass
+class GRPOConfig(TrainConfig):
+    """Group relative policy optimisation (see :mod:`trainer_core.training.grpo`)."""
+
+    batch_size: int = option(
+        2,
+        help="Prompts (groups of completions) per micro-batch over all processes together (each "
+        "of N processes takes batch_size / N of them).",
+    )
+    group_size: int = option(
+        4,
+        help="G, the completions per prompt: online, episodes sampled per task; offline, the "
+        "most taken from a group (2 to G each).",
+    )
+    loss_type: str = option(
+        "grpo",
+        help="grpo (mean per completion), bnpo (mean per token), dr_grpo (sum / max_length) or "
+        "dapo (sum / the step's loss tokens); TRL's definitions.",
+    )
+    beta: float = option(
+        0.0,
+        help="KL coefficient against the initial model (0: no reference model is kept).",
+    )
+    epsilon: float = option(0.2, help="Lower clip range of the importance ratio (1 - epsilon).")
+    epsilon_high: float = option(
+        0.2, help="Upper clip range of the importance ratio (1 + epsilon_high; DAPO uses 0.28)."
+    )
+    scale_rewards: bool = option(
+        True, help="Divide each group's centred rewards by its standard deviation."
+    )
+    step_level_advantage: bool = option(
+        False,
+        help="Give each step its own advantage from its reward-to-go (step rewards and, online, "
+        "step_error_penalty); off, every token of a completion gets the completion's advantage.",
+    )
+    observation_masking: bool = option(
+        True,
+        help="Only the policy's own tokens carry loss; tool results and prompts inside a "
+        "completion do not. Off: every token after the prompt does.",
+    )
+    temperature: float = option(1.0, help="Online: sampling temperature (above 0).")
+    max_new_tokens: int = option(64, help="Online: the most tokens sampled per turn.")
+    env_id: str = option(
+        "",
+        help="Online: the environment to play in (e.g. steplab/arithmetic). Empty: train "
+        "offline on dataset.",
+    )
+    tasks: str = option(
+        "",
+        help="Online: a task file (JSONL or YAML) of the prompts. Empty with steplab/arithmetic: "
+        "its train split.",
+    )
+    num_tasks: int = option(
+        64, help="Online: use the first this many tasks (0: all of the task file)."
+    )
+    max_episode_steps: int = option(4, help="Online: the most turns of an episode.")
+    step_error_penalty: float = option(
+        0.1,
+        help="Online, step_level_advantage only: subtracted from the reward of a step the "
+        "environment answered with an error.",
+    )
+    system_prompt: bool = option(
+        True,
+        help="Online: prompt with the tools' system prompt, as the local-model policy does. Off: "
+        "the task prompt alone (shorter sequences).",
+    )
+
+    @property
+    def online(self) -> bool:
+        return bool(self.env_id.strip())
+
+    def validate(self) -> None:
+        super().validate()
+        if self.online and self.dataset:
+            raise ConfigError(
+                "GRPOConfig: give dataset (offline, exported groups) or env_id (online), not both"
+            )
+        if not self.online and not self.dataset:
+            raise ConfigError(
+                "GRPOConfig: give dataset (an exported GRPO groups JSONL file) or env_id (online)"
+            )
+        if self.loss_type not in GRPO_LOSS_TYPES:
+            raise ConfigError(
+                f"GRPOConfig: loss_type {self.loss_type!r} is not one of "
+                f"{', '.join(GRPO_LOSS_TYPES)}"
+            )
+        check_grpo_settings(self.loss_type, self.beta, self.epsilon, self.epsilon_high)
+        if self.group_size < 2:
+            raise ConfigError(f"group_size must be at least 2 (got {self.group_size})")
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature must be above 0 (got {self.temperature})")
+        for name in ("max_new_tokens", "max_episode_steps"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1 (got {getattr(self, name)})")
+        if self.num_tasks < 0:
+            raise ConfigError(f"num_tasks must be 0 or more (got {self.num_tasks})")
+
+
+@dataclass
+class Completion:
+    """One trajectory of a group, encoded with its prompt."""
+
+    encoded: Encoded  # labels only on the completion's tokens that carry loss
+    reward: float  # the trajectory's reward R (what GRPO's trajectory-level advantage uses)
+    step_rewards: list[float]  # r_t per assistant turn, R included (step-level advantage)
+    success: bool | None = None  # online: the environment's outcome
+
+
+@dataclass
+class Group:
+    completions: list[Completion]
+    key: str  # the task id (online) or the row index (offline)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- offline data
+
+
+def _messages(value: Any, what: str, index: int) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or not value or not all(isinstance(m, Mapping) for m in value):
+        raise InputError(f"row {index}: {what} must be a non-empty list of chat messages")
+    return [dict(m) for m in value]
+
+
+def _number(value: Any, what: str, index: int) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise InputError(f"row {index}: {what} must be a number, not {value!r}")
+    return float(value)
+
+
+def encode_group(row: Mapping[str, Any], index: int, tokenizer: Any, config: GRPOConfig) -> Group:
+    """An exported group row → :class:`Group` (at most ``group_size`` completions)."""
+    from trainer_core.policies import chat_format
+
+    if "completions" not in row or "rewards" not in row:
+        keys = ", ".join(sorted(map(str, row))) or "none"
+        raise InputError(
+            f"row {index}: a GRPO row needs prompt, completions and rewards (an exported group); "
+            f"it has keys {keys}"
+        )
+    prompt = _messages(row.get("prompt"), "'prompt'", index)
+    tools = row.get("tools")
+    if tools and prompt[0].get("role") != "system":
+        prompt = [{"role": "system", "content": chat_format.system_prompt(tools)}, *prompt]
+    completions, rewards = row["completions"], row["rewards"]
+    step_rewards = row.get("step_rewards")
+    if not isinstance(completions, list) or not isinstance(rewards, list):
+        raise InputError(f"row {index}: completions and rewards must be lists")
+    if len(completions) != len(rewards):
+        raise InputError(
+            f"row {index}: {len(completions)} completions but {len(rewards)} rewards; give one "
+            "reward per completion"
+        )
+    if step_rewards is not None and (
+        not isinstance(step_rewards, list) or len(step_rewards) != len(completions)
+    ):
+        raise InputError(f"row {index}: step_rewards must be a list with one list per completion")
+    start = len(chat_format.tokenize(prompt, tokenizer).input_ids)
+    prompt_turns = sum(1 for m in prompt if m.get("role") == "assistant")
+    out = []
+    for i, messages in enumerate(completions[: config.group_size]):
+        what = f"completion {i}"
+        encoded = encode_messages(
+            prompt + _messages(messages, what, index), tokenizer, max_length=config.max_length
+        )
+        labels = encoded.labels if config.observation_masking else encoded.input_ids
+        encoded.labels = [IGNORE_INDEX if p < start else t for p, t in enumerate(labels)]
+        encoded.step_ids = [
+            s - prompt_turns if p >= start and s >= 0 else -1
+            for p, s in enumerate(encoded.step_ids)
+        ]
+        turns = max(encoded.step_ids, default=-1) + 1
+        given = step_rewards[i] if step_rewards is not None else None
+        if given is not None and not isinstance(given, list):
+            raise InputError(f"row {index}: step_rewards[{i}] must be a list")
+        steps = [
+            _number(r, f"step_rewards[{i}]", index) if r is not None else 0.0 for r in (given or [])
+        ][:turns]
+        steps += [0.0] * (turns - len(steps))
+        reward = _number(rewards[i], f"rewards[{i}]", index)
+        if steps:
+            steps[-1] += reward  # the trajectory's reward belongs to its last step
+        else:
+            steps = [reward]
+        out.append(Completion(encoded=encoded, reward=reward, step_rewards=steps))
+    return Group(completions=out, key=str(index))
+
+
+# --------------------------------------------------------------------------- online rollouts
+
+
+def load_tasks_for(config: GRPOConfig) -> list[Any]:
+    """The online prompts: the task file, else the arithmetic train split; the first
+    ``num_tasks`` of them (all with 0)."""
+    if config.tasks:
+        from trainer_core.tasks.files import load_tasks
+
+        tasks = list(load_tasks(config.tasks).tasks)
+    elif config.env_id.strip() == "steplab/arithmetic":
+        from trainer_core.envs.arithmetic import arithmetic_tasks
+
+        tasks = arithmetic_tasks("train", n=config.num_tasks or 64)
+    else:
+        raise ConfigError(
+            f"GRPOConfig: env {config.env_id!r} needs tasks: give a task file (JSONL or YAML)"
+        )
+    tasks = tasks[: config.num_tasks] if config.num_tasks else tasks
+    if not tasks:
+        raise ConfigError("GRPOConfig: the task file holds no tasks")
+    return tasks
+
+
+def _observation_ids(tokenizer: Any, role: str, text: str) -> list[int]:
+    """Ids of what follows an assistant turn's ``<|im_end|>``: the newline, the observation as a
+    ``role`` message, and the next assistant header — exactly as :func:`chat_format.tokenize`
+    encodes them."""
+    from trainer_core.policies import chat_format
+
+    head = [{"role": "assistant", "content": "x"}]
+    before = chat_format.tokenize(head, tokenizer).input_ids
+    full = chat_format.tokenize(
+        [*head, {"role": role, "content": text}], tokenizer, add_generation_prompt=True
+    ).input_ids
+    end = len(before) - 1 - before[::-1].index(tokenizer.convert_tokens_to_ids(chat_format.IM_END))
+    return full[end + 1 :]
+
+
+@dataclass
+class _Episode:
+    env: Any
+    group: int
+    ids: list[int]
+    labels: list[int]
+    steps: list[int]
+    rewards: list[float] = field(default_factory=list)
+    errors: list[bool] = field(default_factory=list)
+    success: bool = False
+    done: bool = False
+
+
+def rollout_groups(
+    model: Any, tokenizer: Any, tasks: Sequence[Any], config: GRPOConfig, *, seed: int
+) -> list[Group]:
+    """Play ``group_size`` episodes of each task with ``model`` (see the module docstring); one
+    :class:`Group` per task. Sampling is seeded by ``seed`` and leaves the global random state
+    as it was."""
+    from trainer_core.envs.registry import make
+    from trainer_core.policies import chat_format
+    from trainer_core.policies.base import Decision, play_step
+    from trainer_core.policies.local_hf import LocalHFPolicy
+
+    im_end = tokenizer.convert_tokens_to_ids(chat_format.IM_END)
+    policy = LocalHFPolicy.from_model(
+        model,
+        tokenizer,
+        temperature=config.temperature,
+        max_new_tokens=config.max_new_tokens,
+        seed=seed,
+    )
+    episodes: list[_Episode] = []
+    was_training = model.training
+    try:
+        for g, task in enumerate(tasks):
+            for _ in range(config.group_size):
+                env = make(config.env_id)
+                ts = env.reset(task=task)
+                system = (
+                    chat_format.system_prompt(env.available_tools) if config.system_prompt else None
+                )
+                messages = chat_format.to_messages(prompt=ts.observation, history=[], system=system)
+                ids = chat_format.tokenize(
+                    messages, tokenizer, add_generation_prompt=True
+                ).input_ids
+                episodes.append(_Episode(env, g, ids, [IGNORE_INDEX] * len(ids), [-1] * len(ids)))
+        model.eval()
+        for turn in range(config.max_episode_steps):
+            live = [
+                e
+                for e in episodes
+                if not e.done and len(e.ids) + config.max_new_tokens <= config.max_length
+            ]
+            if not live:
+                break
+            for e, generation in zip(live, policy.generate_ids([e.ids for e in live]), strict=True):
+                sampled = list(generation.token_ids)
+                e.ids += sampled
+                e.labels += sampled
+                e.steps += [turn] * len(sampled)
+                if generation.finish_reason != "stop":  # the format closes the turn
+                    e.ids.append(im_end)
+                    e.labels.append(IGNORE_INDEX)
+                    e.steps.append(-1)
+                parsed = chat_format.parse_assistant(generation.text)
+                action = parsed if isinstance(parsed, dict) else None
+                error = parsed if isinstance(parsed, str) else None
+                ts = play_step(e.env, Decision(action=action, error=error, raw=generation.text))
+                e.rewards.append(float(ts.reward))
+                e.errors.append(bool(ts.info.get("error")))
+                if ts.done:
+                    e.done = True
+                    e.success = bool((ts.info.get("outcome") or {}).get("success"))
+                    continue
+                more = _observation_ids(tokenizer, "tool" if action else "user", ts.observation)
+                if len(e.ids) + len(more) + config.max_new_tokens > config.max_length:
+                    e.done = True  # no room for another turn
+                    continue
+                e.ids += more
+                e.labels += [IGNORE_INDEX] * len(more)
+                e.steps += [-1] * len(more)
+    finally:
+        model.train(was_training)
+        for e in episodes:
+            e.env.close()
+    groups = [Group(completions=[], key=str(getattr(t, "id", i))) for i, t in enumerate(tasks)]
+    for e in episodes:
+        labels = e.labels
+        if not config.observation_masking:
+            start = e.steps.index(0) if 0 in e.steps else len(e.ids)
+            labels = [IGNORE_INDEX if p < start else t for p, t in enumerate(e.ids)]
+        encoded = Encoded(e.ids, labels, e.steps, [1.0] * len(e.ids))
+        penalty = config.step_error_penalty
+        steps = [r - (penalty if err else 0.0) for r, err in zip(e.rewards, e.errors, strict=True)]
+        groups[e.group].completions.append(
+            Completion(encoded, float(sum(e.rewards)), steps, success=e.success)
+        )
+    return groups
+
+
+# --------------------------------------------------------------------------- advantages
+
+
+def advantage_rows(group: Group, config: GRPOConfig) -> list[list[float]]:
+    """Per completion of ``group``, the advantage of each of its steps: the completion's
+    group-relative advantage at every step, or (``step_level_advantage``) each step's own from
+    its reward-to-go (see the module docstring)."""
+    n = len(group.completions)
+    if config.step_level_advantage:
+        return step_advantages(
+            [c.step_rewards for c in group.completions],
+            n,
+            step_level=True,
+            scale=config.scale_rewards,
+        )
+    values = group_advantages([c.reward for c in group.completions], n, scale=config.scale_rewards)
+    return [
+        [float(a)] * max(1, len(c.step_rewards))
+        for a, c in zip(values.tolist(), group.completions, strict=True)
+    ]
+
+
+def token_advantages(completion: Completion, row: Sequence[float]) -> list[float]:
+    """Each token's advantage: that of the step it belongs to; a token outside the steps (an
+    observation, when observation masking is off) takes the step before it, and a token before
+    the first step the first step's."""
+    current = row[0] if row else 0.0
+    out = []
+    for s in completion.encoded.step_ids:
+        if 0 <= s < len(row):
+            current = row[s]
+        out.append(current)
+    return out
+
+
+# --------------------------------------------------------------------------- training
+
+
+def _logprobs(model: Any, batch: Mapping[str, Any], temperature: float) -> Any:
+    """:func:`~.common.token_logprobs` of the distribution sampled from (logits / temperature)."""
+    import torch
+
+    if temperature == 1.0:
+        return token_logprobs(model, batch)
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    logits = logits[:, :-1, :].float() / temperature
+    labels = batch["labels"][:, 1:]
+    picked = logits.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    logp = (picked - torch.logsumexp(logits, dim=-1)) * (labels != IGNORE_INDEX)
+    return torch.nn.functional.pad(logp, (1, 0))
+
+
+def _reference_logprobs(reference: Any, model: Any, batch: Any, config: GRPOConfig, acc: Any):
+    import torch
+
+    with torch.no_grad():
+        if reference is not None:
+            return _logprobs(reference, batch, config.temperature)
+        inner = acc.unwrap_model(model)
+        with inner.disable_adapter():
+            return _logprobs(inner, batch, config.temperature)
+
+
+def _offline_groups(config: GRPOConfig, tokenizer: Any) -> tuple[list[Group], int]:
+    groups, dropped = [], 0
+    for index, row in enumerate(read_jsonl(config.dataset)):
+        group = encode_group(row, index, tokenizer, config)
+        useful = [c for c in group.completions if c.encoded.num_label_tokens > 0]
+        if len(group.completions) < 2 or not useful:
+            dropped += 1
+            continue
+        groups.append(group)
+    if not groups:
+        raise InputError(
+            f"no group in {config.dataset} has 2 or more completions with tokens that carry loss "
+            f"(after truncation to max_length={config.max_length})"
+        )
+    return groups, dropped
+
+
+def train(
+    config: GRPOConfig, on_progress: Callable[[ProgressEvent], None] | None = None
+) -> TrainResult:
+    """Train ``config.model_dir`` with GRPO, online in ``config.env_id`` or offline on the groups
+    of ``config.dataset``; checkpoints go to ``config.output_dir``. Returns the final loss, the
+    step count, the last checkpoint and the logged metrics (loss, the mean reward of the step's
+    completions and, online, their success rate)."""
+    import torch
+
+    config.validate()
+    accelerator = make_accelerator(config)
+    world, rank = accelerator.num_processes, accelerator.process_index
+    if config.batch_size % world:
+        raise ConfigError(
+            f"batch_size {config.batch_size} does not split over {world} processes; use a "
+            "multiple of the number of processes"
+        )
+    per_process = config.batch_size // world
+
+    # 1. model and prompts
+    set_seed(config.seed)
+    model, tokenizer = load_model_and_tokenizer(
+        config.model_dir,
+        dtype=weights_dtype(config),
+        device=accelerator.device,
+        lora_r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+    )
+    pad_id = tokenizer.pad_token_id
+    tasks: list[Any] = []
+    groups: list[Group] = []
+    if config.online:
+        tasks = load_tasks_for(config)
+        source = f"online in {config.env_id}: {len(tasks)} tasks x {config.group_size} episodes"
+    else:
+        groups, dropped = _offline_groups(config, tokenizer)
+        source = f"offline: {len(groups)} groups ({dropped} without 2 usable completions dropped)"
+    reference = frozen_reference(model) if config.beta > 0 else None
+    report(on_progress, step=0, total=config.max_steps, metrics={}, message=source)
+
+    optimizer, scheduler = make_optimizer_and_scheduler(model, config, config.max_steps)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    checkpointer = Checkpointer(config.output_dir, accelerator=accelerator)
+    step, history, last_dir = 0, [], ""
+    if config.resume_from:
+        step, _ = checkpointer.load(config.resume_from, model, optimizer, scheduler)
+        last_dir = str(config.resume_from)
+    model.train()
+
+    # 2. the loop: sample (online) or take (offline) the step's groups, then update once
+    loss_value = float("nan")
+    n = len(tasks) if config.online else len(groups)
+    while step < config.max_steps:
+        started = time.perf_counter()
+        micro: list[list[Group]] = []
+        for m in range(config.grad_accum):
+            index = step * config.grad_accum + m
+            picked = batch_indices(n, config.batch_size, index, config.seed)
+            picked = picked[rank * per_process : (rank + 1) * per_process]
+            if config.online:
+                micro.append(
+                    rollout_groups(
+                        accelerator.unwrap_model(model),
+                        tokenizer,
+                        [tasks[i] for i in picked],
+                        config,
+                        seed=config.seed * 1_000_003 + index * 7919 + rank,
+                    )
+                )
+            else:
+                micro.append([groups[i] for i in picked])
+        sampled = time.perf_counter() - started
+        completions = [c for batch in micro for g in batch for c in g.completions]
+        stats = torch.tensor(
+            [
+                sum(c.encoded.num_label_tokens for c in completions),
+                len(completions),
+                sum(c.reward for c in completions),
+                sum(1 for c in completions if c.success),
+                sum(len(c.encoded) for c in completions),
+            ],
+            dtype=torch.float64,
+            device=accelerator.device,
+        )
+        stats = accelerator.reduce(stats, reduction="sum")
+        loss_tokens = float(stats[0])
+        loss_sum = torch.zeros((), device=accelerator.device)
+        for m, batch_groups in enumerate(micro):
+            items = [
+                (c, token_advantages(c, row))
+                for g in batch_groups
+                for c, row in zip(g.completions, advantage_rows(g, config), strict=True)
+            ]
+            batch = collate([c.encoded for c, _ in items], pad_id)
+            width = batch["input_ids"].size(1)
+            batch["advantages"] = torch.tensor(
+                [a + [0.0] * (width - len(a)) for _, a in items], dtype=torch.float32
+            )
+            batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+            last = m == config.grad_accum - 1
+            with contextlib.nullcontext() if last else accelerator.no_sync(model):
+                logps = _logprobs(model, batch, config.temperature)
+                ref = None
+                if config.beta > 0:
+                    ref = _reference_logprobs(reference, model, batch, config, accelerator)
+                loss = grpo_loss(
+                    logps,
+                    None,
+                    ref,
+                    batch["advantages"],
+                    batch["labels"] != IGNORE_INDEX,
+                    loss_type=config.loss_type,
+                    beta=config.beta,
+                    epsilon_low=config.epsilon,
+                    epsilon_high=config.epsilon_high,
+                    max_completion_length=config.max_length,
+                    num_items_in_batch=loss_tokens / world,
+                )
+                if config.loss_type != "dapo":  # dapo is already a share of the whole step
+                    loss = loss / config.grad_accum
+                accelerator.backward(loss)
+            loss_sum += loss.detach()
+        grad_norm = float("nan")
+        if config.max_grad_norm > 0:
+            grad_norm = float(accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm))
+        learning_rate = scheduler.get_last_lr()[0]
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        loss_value = float(accelerator.reduce(loss_sum, reduction="mean"))
+        seconds = time.perf_counter() - started
+
+        if step % config.log_every == 0 or step == config.max_steps:
+            count = max(1.0, float(stats[1]))
+            metrics = {
+                "step": step,
+                "loss": loss_value,
+                "reward": float(stats[2]) / count,
+                "completions": float(stats[1]),
+                "loss_tokens": loss_tokens,
+                "tokens": float(stats[4]),
+                "learning_rate": learning_rate,
+                "grad_norm": grad_norm,
+                "seconds": seconds,
+                "sampling_seconds": sampled,
+            }
+            if config.online:
+                metrics["success_rate"] = float(stats[3]) / count
+            history.append(metrics)
+            report(
+                on_progress,
+                step=step,
+                total=config.max_steps,
+                metrics={k: v for k, v in metrics.items() if k != "step"},
+                message=f"step {step}/{config.max_steps} loss {loss_value:.4f} reward "
+                f"{metrics['reward']:.3f}",
+            )
+        if step == config.max_steps or (config.save_every and step % config.save_every == 0):
+            path = checkpointer.save(
+                step, model, tokenizer, optimizer, scheduler, config, {"loss": loss_value}
+            )
+            last_dir = str(path)
+
+    if not last_dir:
+        last_dir = str(Path(config.resume_from))
+    return TrainResult(
+        final_loss=loss_value, steps=step, checkpoint_dir=last_dir, metrics_history=history
+    )

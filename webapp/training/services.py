@@ -1,0 +1,272 @@
+"""Training runs: build the trainer's config from a form, preview it as YAML, run it as a job on
+the ``gpu`` queue (CPU where there is no GPU), record checkpoints, register one as a Policy."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from trainer_core.errors import ConfigError
+from webapp.common.errors import ApplicationError
+from webapp.jobs import kinds, task_names
+from webapp.jobs.context import JobContext
+from webapp.training.models import Checkpoint, TrainingRun
+
+KIND = "training.train"
+METHODS = {"sft": "SFTConfig", "dpo": "DPOConfig", "grpo": "GRPOConfig"}
+# fields the run fills in itself (not shown in the form)
+MANAGED = ("model_dir", "output_dir", "dataset", "resume_from")
+
+
+def register() -> None:
+    kinds.register_kind(
+        kinds.JobKind(
+            name=KIND,
+            label="Train a policy",
+            task_name=task_names.TRAIN,
+            queue="gpu",
+            resumable=True,
+            detail_template="training/partials/train_job_detail.html",
+            description="SFT / DPO / GRPO on a dataset snapshot; checkpoints become policies.",
+        )
+    )
+
+
+def config_class(method: str):
+    if method not in METHODS:
+        raise ApplicationError(f"Unknown method {method!r}; use one of {', '.join(METHODS)}.")
+    module = importlib.import_module(f"trainer_core.training.{method}")
+    return getattr(module, METHODS[method])
+
+
+def form_fields(method: str) -> list[dict[str, Any]]:
+    """The config's fields with their defaults and help text (the dataclass docstrings)."""
+    from trainer_core.training.common import config_help
+
+    cls = config_class(method)
+    helps = config_help(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.name in MANAGED:
+            continue
+        default = (
+            f.default
+            if f.default is not dataclasses.MISSING
+            else f.default_factory()
+            if f.default_factory is not dataclasses.MISSING
+            else ""
+        )
+        out.append(
+            {"name": f.name, "default": default, "help": helps.get(f.name, ""), "type": f.type}
+        )
+    return out
+
+
+def _coerce(value: str, default: Any) -> Any:
+    if isinstance(default, bool):
+        return str(value).lower() in ("1", "true", "on", "yes")
+    if isinstance(default, int):
+        return int(value)
+    if isinstance(default, float):
+        return float(value)
+    if isinstance(default, (list, tuple, dict)):
+        import json
+
+        return json.loads(value) if value else default
+    return value
+
+
+def build_config(
+    *, method: str, values: dict[str, Any], base_model: str, dataset_path: str, output_dir: str
+):
+    """The trainer's config from form values (strings) over the dataclass defaults."""
+    from trainer_core.training.common import config_from_dict
+
+    data: dict[str, Any] = {}
+    for field in form_fields(method):
+        if field["name"] in values and values[field["name"]] not in (None, ""):
+            try:
+                data[field["name"]] = _coerce(values[field["name"]], field["default"])
+            except (TypeError, ValueError) as exc:
+                raise ApplicationError(f"{field['name']}: {exc}") from None
+        elif isinstance(field["default"], bool) and field["name"] in values:
+            data[field["name"]] = False
+    data.update(model_dir=base_model, output_dir=output_dir, dataset=dataset_path)
+    try:
+        return config_from_dict(config_class(method), data)
+    except ConfigError as exc:
+        raise ApplicationError(f"Invalid training configuration: {exc}") from None
+
+
+def dataset_file(snapshot) -> str:
+    """The training split of a dataset snapshot."""
+    if not snapshot.directory:
+        raise ApplicationError(f"Dataset {snapshot.name!r} has no files yet (is its export done?).")
+    path = Path(snapshot.directory) / "data" / "train.jsonl"
+    if not path.exists():
+        found = sorted(Path(snapshot.directory).glob("**/*train*.jsonl"))
+        if not found:
+            raise ApplicationError(f"Dataset {snapshot.name!r} has no train split file.")
+        path = found[0]
+    return str(path)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "run"
+
+
+def base_model_dir(*, base_model: str = "", checkpoint: Checkpoint | None = None) -> str:
+    if checkpoint is not None:
+        return checkpoint.path
+    path = Path(base_model).expanduser()
+    if not base_model or not path.is_dir():
+        raise ApplicationError(
+            f"The base model must be a local model directory; {base_model!r} is not a directory "
+            "on this machine (nothing is downloaded: point at a directory with config.json, the "
+            "weights and the tokenizer, or pick an earlier checkpoint)."
+        )
+    return str(path.resolve())
+
+
+def preview(*, method: str, values: dict[str, Any], base_model: str, dataset=None) -> str:
+    from trainer_core.training.common import config_to_yaml
+
+    config = build_config(
+        method=method,
+        values=values,
+        base_model=base_model or "(base model)",
+        dataset_path=dataset_file(dataset) if dataset is not None and dataset.directory else "",
+        output_dir=str(Path(settings.STEPLAB_DATA_DIR) / "training" / "<run>"),
+    )
+    return config_to_yaml(config)
+
+
+def training_launch(
+    *,
+    method: str,
+    dataset=None,
+    base_model: str = "",
+    checkpoint: Checkpoint | None = None,
+    values: dict[str, Any] | None = None,
+    name: str = "",
+    user=None,
+) -> TrainingRun:
+    from trainer_core.training.common import config_to_yaml
+    from webapp.jobs.services import job_enqueue
+
+    model_dir = base_model_dir(base_model=base_model, checkpoint=checkpoint)
+    if method in ("sft", "dpo") and dataset is None:
+        raise ApplicationError(f"{method.upper()} needs a dataset snapshot.")
+    data_path = dataset_file(dataset) if dataset is not None else ""
+    with transaction.atomic():
+        run = TrainingRun.objects.create(
+            name=name,
+            method=method,
+            dataset=dataset,
+            base_model=model_dir,
+            base_checkpoint=checkpoint,
+            created_by=user if getattr(user, "is_authenticated", False) else None,
+        )
+        output = Path(settings.STEPLAB_DATA_DIR) / "training" / f"{run.pk}-{_slug(name or method)}"
+        config = build_config(
+            method=method,
+            values=values or {},
+            base_model=model_dir,
+            dataset_path=data_path,
+            output_dir=str(output),
+        )
+        run.config = dataclasses.asdict(config)
+        run.config_yaml = config_to_yaml(config)
+        run.output_dir = str(output)
+        run.job = job_enqueue(
+            kind=KIND, params={"run_id": run.pk}, user=user,
+            message="Waiting for a gpu-queue worker.",
+        )  # fmt: skip
+        run.save()
+    return run
+
+
+def find_checkpoints(output_dir: str) -> list[tuple[int, Path]]:
+    """The complete ``checkpoint-<step>`` directories a trainer wrote, by step."""
+    from trainer_core.training.common import TRAINER_STATE
+
+    found = []
+    root = Path(output_dir)
+    if root.is_dir():
+        for child in root.glob("checkpoint-*"):
+            suffix = child.name.removeprefix("checkpoint-")
+            if suffix.isdigit() and (child / TRAINER_STATE).is_file():
+                found.append((int(suffix), child))
+    return sorted(found)
+
+
+def _record_checkpoints(run: TrainingRun, metrics: dict[str, Any]) -> list[Checkpoint]:
+    made = []
+    for step, path in find_checkpoints(run.output_dir):
+        checkpoint, _ = Checkpoint.objects.get_or_create(
+            run=run, step=step, defaults={"path": str(path), "metrics": metrics}
+        )
+        made.append(checkpoint)
+    return made
+
+
+def train_run(*, ctx: JobContext) -> None:
+    from trainer_core.training.common import config_from_dict
+
+    run = TrainingRun.objects.filter(pk=ctx.params.get("run_id")).first()
+    if run is None:
+        raise ApplicationError(f"Training run {ctx.params.get('run_id')} no longer exists.")
+    module = importlib.import_module(f"trainer_core.training.{run.method}")
+    data = dict(run.config)
+    existing = find_checkpoints(run.output_dir)
+    if existing and ctx.resumed:
+        data["resume_from"] = str(existing[-1][1])
+        ctx.log(f"attempt {ctx.attempt}: resuming from {existing[-1][1]}")
+    config = config_from_dict(config_class(run.method), data)
+    ctx.progress(0.0, f"Training {run.method.upper()} from {run.base_model}…", force=True)
+    try:
+        result = module.train(config, on_progress=ctx.on_progress)
+    except ConfigError as exc:
+        raise ApplicationError(f"Training cannot start: {exc}") from None
+    summary = {
+        key: value
+        for key, value in (
+            dataclasses.asdict(result) if dataclasses.is_dataclass(result) else dict(result)
+        ).items()
+        if isinstance(value, (int, float, str)) or value is None
+    }
+    run.result = summary
+    run.save(update_fields=["result"])
+    checkpoints = _record_checkpoints(run, summary)
+    ctx.set_result(checkpoints=[c.step for c in checkpoints], **summary)
+    ctx.progress(1.0, f"Done: {len(checkpoints)} checkpoint(s).", force=True)
+
+
+def checkpoint_register(*, checkpoint: Checkpoint, name: str = "", user=None):
+    """A local-model Policy that plays this checkpoint (collect jobs can use it at once)."""
+    from webapp.rollouts.models import Policy
+    from webapp.rollouts.services import policy_save
+
+    if checkpoint.policy_id:
+        return checkpoint.policy
+    run = checkpoint.run
+    name = name or f"{run.method}-run{run.pk}-step{checkpoint.step}"
+    if Policy.objects.filter(name=name).exists():
+        name = f"{name}-{checkpoint.pk}"
+    policy = policy_save(
+        name=name,
+        kind="local",
+        model=checkpoint.path,
+        parameters={"model_dir": checkpoint.path, "temperature": 0.0},
+        description=f"Checkpoint step {checkpoint.step} of training run {run.pk} ({run.method}).",
+        user=user,
+    )
+    checkpoint.policy = policy
+    checkpoint.save(update_fields=["policy"])
+    return policy
