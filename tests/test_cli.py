@@ -197,3 +197,36 @@ def test_score_files_with_rules_without_a_database(tmp_path):
         "--judge-key-env", "STEPLAB_NO_SUCH_KEY", env=unset,
     )  # fmt: skip
     assert proc.returncode != 0 and "STEPLAB_NO_SUCH_KEY" in proc.stderr
+
+
+@pytest.mark.slow
+def test_train_sft_from_a_yaml_config_without_a_database(tmp_path):
+    from trainer_core.datasets.items import ExportItem
+    from trainer_core.datasets.sft import sft_records
+    from trainer_core.datasets.writer import write_dataset
+    from trainer_core.training.tiny import build_tiny_model, reference_trajectories
+
+    model = build_tiny_model(tmp_path / "tiny", hidden_size=64, num_layers=2)
+    items = [
+        ExportItem(trajectory_id=i, trajectory=t)
+        for i, t in enumerate(reference_trajectories("train", 6))
+    ]
+    files = write_dataset(
+        sft_records(items), tmp_path / "data", name="d", kind="sft", splits={"train": 1.0}
+    )
+    config = tmp_path / "sft.yaml"
+    config.write_text(
+        f"model_dir: {model}\noutput_dir: {tmp_path / 'out'}\n"
+        f"dataset: {files.files['data/train.jsonl']}\nmax_steps: 2\nbatch_size: 2\n"
+    )
+    env = dict(
+        os.environ, DATABASE_URL="postgres://nobody@127.0.0.1:1/nothing", OMP_NUM_THREADS="1"
+    )
+    proc = _run("train", "sft", "--config", str(config), env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "step 2:" in proc.stdout and "loss=" in proc.stdout
+    assert (tmp_path / "out" / "checkpoint-2").is_dir()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"model_dir: {model}\noutput_dir: {tmp_path}\nlearning_rte: 1\n")
+    proc = _run("train", "sft", "--config", str(bad), env=env)
+    assert proc.returncode != 0 and "learning_rte" in proc.stderr

@@ -885,3 +885,91 @@ def preferences(version_id: int, method: str, min_margin: float) -> None:
         f"{result['pairs']} pairs from {result['candidates']} scored trajectories; "
         f"{result['created']} new"
     )
+
+
+# --- datasets and training ------------------------------------------------------------------------
+
+
+@_group_db_command(main, "export")
+@click.option(
+    "--kind",
+    type=click.Choice(["sft", "sft_knowlyr", "dpo", "grpo", "prm", "bench"]),
+    required=True,
+)
+@click.option("--name", required=True, help="The dataset snapshot's name.")
+@click.option("--version", "version_id", type=int, default=None, help="Reward-model version id.")
+@click.option("--labels", type=click.Choice(["model", "human"]), default="model", show_default=True)
+@click.option("--min-score", type=float, default=None, help="Keep totals at least this.")
+@click.option("--outcome", type=click.Choice(["success", "failure"]), default=None)
+@click.option("--task", default=None, help="Task id or task set (substring).")
+@click.option("--domain", default=None)
+@click.option("--policy", default=None)
+@click.option("--task-set", default=None, help="For --kind bench.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def export_dataset(
+    kind, name, version_id, labels, min_score, outcome, task, domain, policy, task_set, seed
+) -> None:
+    """Export a dataset snapshot (a job on a worker) and print where its files are."""
+    from webapp.common.errors import ApplicationError
+    from webapp.datasets.models import DatasetSnapshot
+    from webapp.datasets.services import snapshot_create
+    from webapp.rewards.models import RewardModel
+
+    version = None
+    if version_id is not None:
+        version = RewardModel.objects.filter(pk=version_id).first()
+        if version is None:
+            raise click.ClickException(f"no reward-model version {version_id}")
+    query = {
+        k: v
+        for k, v in {
+            "min_score": min_score, "outcome": outcome, "task": task, "domain": domain,
+            "policy": policy, "task_set": task_set,
+        }.items()
+        if v not in (None, "")
+    }  # fmt: skip
+    try:
+        snapshot = snapshot_create(
+            name=name, kind=kind, query=query, reward_model=version, label_source=labels, seed=seed
+        )
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(f"dataset {snapshot.pk}: export job {snapshot.job_id}")
+    job = _follow(snapshot.job_id)
+    snapshot = DatasetSnapshot.objects.get(pk=snapshot.pk)
+    if job.status != "succeeded":
+        sys.exit(1)
+    click.echo(f"{snapshot.directory}: {snapshot.counts}")
+
+
+@main.command("train")
+@click.argument("method", type=click.Choice(["sft", "dpo", "grpo"]))
+@click.option(
+    "--config", "config_path", type=click.Path(exists=True, dir_okay=False), required=True
+)
+def train_cli(method: str, config_path: str) -> None:
+    """Train on this machine from a YAML config (the same fields as the training form; `steplab
+    train sft --config c.yaml`). No database. Multi-process: `accelerate launch --num_processes N
+    -m webapp.cli train ...` (see docs/training.md)."""
+    import importlib
+
+    from trainer_core.errors import SteplabError
+    from trainer_core.progress import ProgressEvent
+    from trainer_core.training.common import config_from_yaml
+
+    module = importlib.import_module(f"trainer_core.training.{method}")
+    cls = getattr(module, f"{method.upper()}Config")
+    try:
+        config = config_from_yaml(cls, Path(config_path).read_text(encoding="utf-8"))
+    except SteplabError as exc:
+        raise click.ClickException(str(exc)) from None
+
+    def on_progress(event: ProgressEvent) -> None:
+        metrics = " ".join(f"{k}={v:.4g}" for k, v in (event.metrics or {}).items())
+        click.echo(f"  step {event.step}: {metrics}")
+
+    try:
+        result = module.train(config, on_progress=on_progress)
+    except SteplabError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"done: {result}")
