@@ -385,12 +385,22 @@ def make_accelerator(config: TrainConfig) -> Any:
     launch`` (one process without it); bf16 is mixed precision; the CPU when asked for."""
     try:
         from accelerate import Accelerator
+        from accelerate.state import AcceleratorState, GradientState, PartialState
     except ImportError as exc:
         raise EnvironmentUnavailable(f"training needs accelerate ({exc}); install it") from None
     if config.device.startswith("cuda"):
         resolve_device(config.device)  # a clear error when there is no GPU
+    if AcceleratorState._shared_state:
+        # accelerate keeps one state per process; a worker that trains again (another precision,
+        # another device) starts from a clean one. A launched process group is kept.
+        launched = PartialState._shared_state and PartialState().num_processes > 1
+        AcceleratorState._reset_state(reset_partial_state=not launched)
+        GradientState._reset_state()
     mixed = "bf16" if config.dtype == "bf16" and config.lora_r == 0 else "no"
-    return Accelerator(cpu=config.device == "cpu", mixed_precision=mixed)
+    # On a machine without a GPU, "auto" is the CPU too: accelerate then joins the processes of a
+    # launch with gloo (without cpu=True each would train alone).
+    cpu = config.device == "cpu" or (config.device == "auto" and not _torch().cuda.is_available())
+    return Accelerator(cpu=cpu, mixed_precision=mixed)
 
 
 # --------------------------------------------------------------------------- models

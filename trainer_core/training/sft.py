@@ -11,7 +11,8 @@ Data
 
 One sequence per trajectory
     A multi-turn trajectory trains as one sequence with every assistant turn supervised: one
-    forward pass per trajectory, not one sample per turn.
+    forward pass per trajectory, not one sample per turn. Tokens after the last supervised one
+    (the final observation) are dropped: they cannot change the loss of a causal model.
 
 The agent enhancements (each a config flag; off means off)
     ``observation_masking`` (on by default): only the policy's own tokens carry loss — every
@@ -50,11 +51,11 @@ Processes
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from trainer_core.errors import ConfigError, InputError
@@ -67,6 +68,7 @@ from trainer_core.training.common import (
     TrainResult,
     collate,
     encode_messages,
+    find_checkpoint,
     load_model_and_tokenizer,
     make_accelerator,
     make_optimizer_and_scheduler,
@@ -214,6 +216,14 @@ def _difficulty(row: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]) -
     return float(len(_turn_starts(messages)))
 
 
+def _trim(encoded: Encoded) -> None:
+    """Drop the tokens after the last supervised one (a causal model's loss is the same without
+    them: the final observation of a trajectory costs compute and teaches nothing)."""
+    last = max((i for i, t in enumerate(encoded.labels) if t != IGNORE_INDEX), default=-1)
+    for name in ("input_ids", "labels", "step_ids", "weights"):
+        setattr(encoded, name, getattr(encoded, name)[: last + 1])
+
+
 def build_examples(
     rows: Sequence[Mapping[str, Any]], tokenizer: Any, config: SFTConfig
 ) -> tuple[list[Example], int]:
@@ -238,6 +248,7 @@ def build_examples(
                 encoded.weights = [
                     weights[s] if 0 <= s < len(weights) else 1.0 for s in encoded.step_ids
                 ]
+            _trim(encoded)
             example = Example(encoded, difficulty, index, number)
             if example.weight_total <= 0:
                 dropped += 1
@@ -343,15 +354,14 @@ def train(
     optimizer, scheduler = make_optimizer_and_scheduler(model, config, config.max_steps)
     model, optimizer = accelerator.prepare(model, optimizer)  # not the scheduler: see common
     checkpointer = Checkpointer(config.output_dir, accelerator=accelerator)
-    step, history, last_dir = 0, [], ""
+    step, history, last_dir, loss_value = 0, [], "", float("nan")
     if config.resume_from:
-        step, _ = checkpointer.load(config.resume_from, model, optimizer, scheduler)
-        last_dir = str(config.resume_from)
+        step, extra = checkpointer.load(config.resume_from, model, optimizer, scheduler)
+        loss_value = float(extra.get("loss", loss_value))
     pad_id = tokenizer.pad_token_id
     model.train()
 
     # 3. the loop: one optimizer step = grad_accum micro-batches over every process
-    loss_value = float("nan")
     while step < config.max_steps:
         started = time.perf_counter()
         micro = [stream.micro_batch(step * config.grad_accum + m) for m in range(config.grad_accum)]
@@ -383,6 +393,12 @@ def train(
         loss_value = float(accelerator.reduce(loss_sum, reduction="sum")) / normaliser
         seconds = time.perf_counter() - started
 
+        # Checkpoint before reporting: a callback that stops the run (a cancel) keeps this step.
+        if step == config.max_steps or (config.save_every and step % config.save_every == 0):
+            path = checkpointer.save(
+                step, model, tokenizer, optimizer, scheduler, config, {"loss": loss_value}
+            )
+            last_dir = str(path)
         if step % config.log_every == 0 or step == config.max_steps:
             metrics = {
                 "step": step,
@@ -400,14 +416,54 @@ def train(
                 metrics={k: v for k, v in metrics.items() if k != "step"},
                 message=f"step {step}/{config.max_steps} loss {loss_value:.4f}",
             )
-        if step == config.max_steps or (config.save_every and step % config.save_every == 0):
-            path = checkpointer.save(
-                step, model, tokenizer, optimizer, scheduler, config, {"loss": loss_value}
-            )
-            last_dir = str(path)
 
     if not last_dir:  # resumed from a checkpoint already at max_steps
-        last_dir = str(Path(config.resume_from))
+        last_dir = str(find_checkpoint(config.resume_from))
     return TrainResult(
         final_loss=loss_value, steps=step, checkpoint_dir=last_dir, metrics_history=history
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m trainer_core.training.sft CONFIG.yaml [key=value ...]``; under
+    ``accelerate launch ... -m trainer_core.training.sft CONFIG.yaml`` for several processes.
+    The main process prints the result as JSON."""
+    import argparse
+    import json
+    import os
+    import sys
+
+    from trainer_core.training.common import config_from_dict, config_from_yaml, config_to_yaml
+
+    parser = argparse.ArgumentParser(prog="python -m trainer_core.training.sft")
+    parser.add_argument("config", help="an SFTConfig as YAML")
+    parser.add_argument("overrides", nargs="*", help="key=value pairs that replace options")
+    args = parser.parse_args(argv)
+    with open(args.config, encoding="utf-8") as fh:
+        config = config_from_yaml(SFTConfig, fh.read())
+    if args.overrides:
+        import yaml
+
+        data = yaml.safe_load(config_to_yaml(config))
+        for item in args.overrides:
+            key, sep, value = item.partition("=")
+            if not sep:
+                parser.error(f"override {item!r} is not key=value")
+            data[key] = value
+        config = config_from_dict(SFTConfig, data)
+
+    # The launcher's rank (accelerate's state must not be created before train() creates it).
+    main_process = os.environ.get("RANK", "0") == "0"
+
+    def log(event: ProgressEvent) -> None:
+        if event.message and main_process:
+            print(event.message, file=sys.stderr, flush=True)
+
+    result = train(config, on_progress=log)
+    if main_process:
+        print(json.dumps(dataclasses.asdict(result)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
