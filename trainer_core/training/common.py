@@ -130,8 +130,9 @@ class TrainConfig:
         "batch_size / N of them), so a config trains the same whatever the number of processes.",
     )
     grad_accum: int = option(
-        1, help="Micro-batches accumulated per optimizer step (examples per step = "
-        "batch_size x grad_accum)."
+        1,
+        help="Micro-batches accumulated per optimizer step (examples per step = "
+        "batch_size x grad_accum).",
     )
     max_length: int = option(
         512, help="Longest sequence in tokens; a longer one keeps its first max_length tokens."
@@ -142,8 +143,9 @@ class TrainConfig:
         "(mixed precision); with LoRA the frozen base weights are stored in bf16.",
     )
     lora_r: int = option(
-        0, help="0 trains every weight; above 0, the rank of LoRA adapters (peft) on all linear "
-        "layers, the base model frozen."
+        0,
+        help="0 trains every weight; above 0, the rank of LoRA adapters (peft) on all linear "
+        "layers, the base model frozen.",
     )
     lora_alpha: int = option(16, help="LoRA scaling numerator (the update is scaled by alpha/r).")
     lora_dropout: float = option(0.0, help="Dropout on the LoRA adapters' input.")
@@ -152,6 +154,12 @@ class TrainConfig:
         "linear", help="After warmup: constant, linear (decay to 0 at max_steps) or cosine."
     )
     weight_decay: float = option(0.0, help="AdamW weight decay.")
+    adam_beta1: float = option(0.9, help="AdamW beta1 (decay of the gradient's running mean).")
+    adam_beta2: float = option(
+        0.999,
+        help="AdamW beta2 (decay of the squared gradient's running mean); 0.95 reacts faster, "
+        "which suits short runs and tiny models.",
+    )
     max_grad_norm: float = option(
         1.0, help="Clip the gradient norm to this value before each step (0: no clipping)."
     )
@@ -159,8 +167,9 @@ class TrainConfig:
         0, help="Write a checkpoint every this many steps (0: only at the end)."
     )
     resume_from: str = option(
-        "", help="A checkpoint directory (or an output_dir: its latest checkpoint) to resume "
-        "exactly from: weights, optimizer, schedule, random state and step."
+        "",
+        help="A checkpoint directory (or an output_dir: its latest checkpoint) to resume "
+        "exactly from: weights, optimizer, schedule, random state and step.",
     )
     device: str = option("auto", help="auto (a GPU when there is one), cpu or cuda.")
     log_every: int = option(1, help="Report metrics every this many steps.")
@@ -180,6 +189,8 @@ class TrainConfig:
                 problems.append(f"{name} must be 0 or more (got {getattr(self, name)})")
         if not self.learning_rate > 0:
             problems.append(f"learning_rate must be above 0 (got {self.learning_rate})")
+        if not (0 <= self.adam_beta1 < 1 and 0 <= self.adam_beta2 < 1):
+            problems.append("adam_beta1 and adam_beta2 must be in [0, 1)")
         if not 0 <= self.lora_dropout < 1:
             problems.append(f"lora_dropout must be in [0, 1) (got {self.lora_dropout})")
         if self.dtype not in DTYPES:
@@ -598,7 +609,10 @@ def make_optimizer_and_scheduler(model: Any, config: TrainConfig, total_steps: i
     if not params:
         raise ConfigError("the model has no trainable parameters")
     optimizer = torch.optim.AdamW(
-        params, lr=config.learning_rate, weight_decay=config.weight_decay, betas=(0.9, 0.999)
+        params,
+        lr=config.learning_rate,
+        weight_decay=config.weight_decay,
+        betas=(config.adam_beta1, config.adam_beta2),
     )
     warmup, total, schedule = config.warmup_steps, max(1, total_steps), config.lr_schedule
 

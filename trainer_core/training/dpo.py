@@ -74,11 +74,13 @@ __all__ = [
     "DPOConfig",
     "Pair",
     "batch_indices",
+    "encode_continuation",
     "encode_pair",
     "encode_pairs",
     "frozen_reference",
     "pair_logprobs",
     "precompute_reference",
+    "prompt_messages",
     "train",
 ]
 
@@ -162,46 +164,61 @@ def _messages(row: Mapping[str, Any], key: str, index: int) -> list[dict[str, An
     return [dict(m) for m in value]
 
 
-def _prompt(row: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
+def prompt_messages(row: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
+    """The row's ``prompt`` messages, with ``system_prompt(tools)`` first when the row lists
+    ``tools`` (a list, or the exporters' JSON text) and the prompt has no system message."""
     from trainer_core.policies import chat_format
 
     prompt = _messages(row, "prompt", index)
     tools = row.get("tools")
+    if isinstance(tools, str) and tools.strip():  # the exporters' tools column is JSON text
+        try:
+            tools = json.loads(tools)
+        except ValueError:
+            raise InputError(f"row {index}: 'tools' is not valid JSON") from None
     if tools and prompt[0].get("role") != "system":
         prompt = [{"role": "system", "content": chat_format.system_prompt(tools)}, *prompt]
     return prompt
 
 
-def _continuation(
+def encode_continuation(
     prompt: list[dict[str, Any]],
     continuation: list[dict[str, Any]],
     tokenizer: Any,
-    config: DPOConfig,
+    *,
+    max_length: int,
+    observation_masking: bool,
 ) -> Encoded:
-    """``prompt + continuation`` encoded; only the continuation's tokens carry loss."""
+    """``prompt + continuation`` encoded; only the continuation's tokens carry loss (with
+    ``observation_masking`` only the policy's own), and ``step_ids`` count the continuation's
+    assistant turns from 0 (-1 elsewhere)."""
     from trainer_core.policies import chat_format
 
-    encoded = encode_messages(prompt + continuation, tokenizer, max_length=config.max_length)
+    encoded = encode_messages(prompt + continuation, tokenizer, max_length=max_length)
     start = len(chat_format.tokenize(prompt, tokenizer).input_ids)
-    if config.observation_masking:
-        labels = encoded.labels
-    else:
-        labels = list(encoded.input_ids)
+    earlier = sum(1 for m in prompt if m.get("role") == "assistant")
+    labels = encoded.labels if observation_masking else encoded.input_ids
     encoded.labels = [IGNORE_INDEX if i < start else t for i, t in enumerate(labels)]
-    encoded.step_ids = [s if i >= start else -1 for i, s in enumerate(encoded.step_ids)]
+    encoded.step_ids = [
+        s - earlier if i >= start and s >= 0 else -1 for i, s in enumerate(encoded.step_ids)
+    ]
     return encoded
 
 
 def encode_pair(row: Mapping[str, Any], index: int, tokenizer: Any, config: DPOConfig) -> Pair:
     """A row as a :class:`Pair` (see the module docstring)."""
-    prompt = _prompt(row, index)
-    chosen = _messages(row, "chosen", index)
-    rejected = _messages(row, "rejected", index)
-    return Pair(
-        chosen=_continuation(prompt, chosen, tokenizer, config),
-        rejected=_continuation(prompt, rejected, tokenizer, config),
-        row=index,
-    )
+    prompt = prompt_messages(row, index)
+    sides = [
+        encode_continuation(
+            prompt,
+            _messages(row, key, index),
+            tokenizer,
+            max_length=config.max_length,
+            observation_masking=config.observation_masking,
+        )
+        for key in ("chosen", "rejected")
+    ]
+    return Pair(chosen=sides[0], rejected=sides[1], row=index)
 
 
 def encode_pairs(

@@ -53,7 +53,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +62,9 @@ from trainer_core.progress import ProgressEvent
 from trainer_core.training.common import (
     IGNORE_INDEX,
     Checkpointer,
-    Encoded,
     TrainConfig,
     TrainResult,
     collate,
-    encode_messages,
     load_model_and_tokenizer,
     make_accelerator,
     make_optimizer_and_scheduler,
@@ -74,12 +72,16 @@ from trainer_core.training.common import (
     read_jsonl,
     report,
     set_seed,
-    token_logprobs,
     weights_dtype,
 )
-from trainer_core.training.dpo import batch_indices, frozen_reference
+from trainer_core.training.dpo import (
+    batch_indices,
+    encode_continuation,
+    frozen_reference,
+    prompt_messages,
+)
+from trainer_core.training.episodes import Completion, Group, load_tasks_for, rollout_groups
 from trainer_core.training.losses import (
-    GRPO_LOSS_TYPES,
     check_grpo_settings,
     group_advantages,
     grpo_loss,
@@ -180,11 +182,6 @@ class GRPOConfig(TrainConfig):
             raise ConfigError(
                 "GRPOConfig: give dataset (an exported GRPO groups JSONL file) or env_id (online)"
             )
-        if self.loss_type not in GRPO_LOSS_TYPES:
-            raise ConfigError(
-                f"GRPOConfig: loss_type {self.loss_type!r} is not one of "
-                f"{', '.join(GRPO_LOSS_TYPES)}"
-            )
         check_grpo_settings(self.loss_type, self.beta, self.epsilon, self.epsilon_high)
         if self.group_size < 2:
             raise ConfigError(f"group_size must be at least 2 (got {self.group_size})")
@@ -197,30 +194,7 @@ class GRPOConfig(TrainConfig):
             raise ConfigError(f"num_tasks must be 0 or more (got {self.num_tasks})")
 
 
-@dataclass
-class Completion:
-    """One trajectory of a group, encoded with its prompt."""
-
-    encoded: Encoded  # labels only on the completion's tokens that carry loss
-    reward: float  # the trajectory's reward R (what GRPO's trajectory-level advantage uses)
-    step_rewards: list[float]  # r_t per assistant turn, R included (step-level advantage)
-    success: bool | None = None  # online: the environment's outcome
-
-
-@dataclass
-class Group:
-    completions: list[Completion]
-    key: str  # the task id (online) or the row index (offline)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 # --------------------------------------------------------------------------- offline data
-
-
-def _messages(value: Any, what: str, index: int) -> list[dict[str, Any]]:
-    if not isinstance(value, list) or not value or not all(isinstance(m, Mapping) for m in value):
-        raise InputError(f"row {index}: {what} must be a non-empty list of chat messages")
-    return [dict(m) for m in value]
 
 
 def _number(value: Any, what: str, index: int) -> float:
@@ -231,18 +205,13 @@ def _number(value: Any, what: str, index: int) -> float:
 
 def encode_group(row: Mapping[str, Any], index: int, tokenizer: Any, config: GRPOConfig) -> Group:
     """An exported group row → :class:`Group` (at most ``group_size`` completions)."""
-    from trainer_core.policies import chat_format
-
     if "completions" not in row or "rewards" not in row:
         keys = ", ".join(sorted(map(str, row))) or "none"
         raise InputError(
             f"row {index}: a GRPO row needs prompt, completions and rewards (an exported group); "
             f"it has keys {keys}"
         )
-    prompt = _messages(row.get("prompt"), "'prompt'", index)
-    tools = row.get("tools")
-    if tools and prompt[0].get("role") != "system":
-        prompt = [{"role": "system", "content": chat_format.system_prompt(tools)}, *prompt]
+    prompt = prompt_messages(row, index)
     completions, rewards = row["completions"], row["rewards"]
     step_rewards = row.get("step_rewards")
     if not isinstance(completions, list) or not isinstance(rewards, list):
@@ -256,20 +225,17 @@ def encode_group(row: Mapping[str, Any], index: int, tokenizer: Any, config: GRP
         not isinstance(step_rewards, list) or len(step_rewards) != len(completions)
     ):
         raise InputError(f"row {index}: step_rewards must be a list with one list per completion")
-    start = len(chat_format.tokenize(prompt, tokenizer).input_ids)
-    prompt_turns = sum(1 for m in prompt if m.get("role") == "assistant")
     out = []
     for i, messages in enumerate(completions[: config.group_size]):
-        what = f"completion {i}"
-        encoded = encode_messages(
-            prompt + _messages(messages, what, index), tokenizer, max_length=config.max_length
+        if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
+            raise InputError(f"row {index}: completion {i} must be a list of chat messages")
+        encoded = encode_continuation(
+            prompt,
+            [dict(m) for m in messages],
+            tokenizer,
+            max_length=config.max_length,
+            observation_masking=config.observation_masking,
         )
-        labels = encoded.labels if config.observation_masking else encoded.input_ids
-        encoded.labels = [IGNORE_INDEX if p < start else t for p, t in enumerate(labels)]
-        encoded.step_ids = [
-            s - prompt_turns if p >= start and s >= 0 else -1
-            for p, s in enumerate(encoded.step_ids)
-        ]
         turns = max(encoded.step_ids, default=-1) + 1
         given = step_rewards[i] if step_rewards is not None else None
         if given is not None and not isinstance(given, list):
@@ -285,146 +251,6 @@ def encode_group(row: Mapping[str, Any], index: int, tokenizer: Any, config: GRP
             steps = [reward]
         out.append(Completion(encoded=encoded, reward=reward, step_rewards=steps))
     return Group(completions=out, key=str(index))
-
-
-# --------------------------------------------------------------------------- online rollouts
-
-
-def load_tasks_for(config: GRPOConfig) -> list[Any]:
-    """The online prompts: the task file, else the arithmetic train split; the first
-    ``num_tasks`` of them (all with 0)."""
-    if config.tasks:
-        from trainer_core.tasks.files import load_tasks
-
-        tasks = list(load_tasks(config.tasks).tasks)
-    elif config.env_id.strip() == "steplab/arithmetic":
-        from trainer_core.envs.arithmetic import arithmetic_tasks
-
-        tasks = arithmetic_tasks("train", n=config.num_tasks or 64)
-    else:
-        raise ConfigError(
-            f"GRPOConfig: env {config.env_id!r} needs tasks: give a task file (JSONL or YAML)"
-        )
-    tasks = tasks[: config.num_tasks] if config.num_tasks else tasks
-    if not tasks:
-        raise ConfigError("GRPOConfig: the task file holds no tasks")
-    return tasks
-
-
-def _observation_ids(tokenizer: Any, role: str, text: str) -> list[int]:
-    """Ids of what follows an assistant turn's ``<|im_end|>``: the newline, the observation as a
-    ``role`` message, and the next assistant header — exactly as :func:`chat_format.tokenize`
-    encodes them."""
-    from trainer_core.policies import chat_format
-
-    head = [{"role": "assistant", "content": "x"}]
-    before = chat_format.tokenize(head, tokenizer).input_ids
-    full = chat_format.tokenize(
-        [*head, {"role": role, "content": text}], tokenizer, add_generation_prompt=True
-    ).input_ids
-    end = len(before) - 1 - before[::-1].index(tokenizer.convert_tokens_to_ids(chat_format.IM_END))
-    return full[end + 1 :]
-
-
-@dataclass
-class _Episode:
-    env: Any
-    group: int
-    ids: list[int]
-    labels: list[int]
-    steps: list[int]
-    rewards: list[float] = field(default_factory=list)
-    errors: list[bool] = field(default_factory=list)
-    success: bool = False
-    done: bool = False
-
-
-def rollout_groups(
-    model: Any, tokenizer: Any, tasks: Sequence[Any], config: GRPOConfig, *, seed: int
-) -> list[Group]:
-    """Play ``group_size`` episodes of each task with ``model`` (see the module docstring); one
-    :class:`Group` per task. Sampling is seeded by ``seed`` and leaves the global random state
-    as it was."""
-    from trainer_core.envs.registry import make
-    from trainer_core.policies import chat_format
-    from trainer_core.policies.base import Decision, play_step
-    from trainer_core.policies.local_hf import LocalHFPolicy
-
-    im_end = tokenizer.convert_tokens_to_ids(chat_format.IM_END)
-    policy = LocalHFPolicy.from_model(
-        model,
-        tokenizer,
-        temperature=config.temperature,
-        max_new_tokens=config.max_new_tokens,
-        seed=seed,
-    )
-    episodes: list[_Episode] = []
-    was_training = model.training
-    try:
-        for g, task in enumerate(tasks):
-            for _ in range(config.group_size):
-                env = make(config.env_id)
-                ts = env.reset(task=task)
-                system = (
-                    chat_format.system_prompt(env.available_tools) if config.system_prompt else None
-                )
-                messages = chat_format.to_messages(prompt=ts.observation, history=[], system=system)
-                ids = chat_format.tokenize(
-                    messages, tokenizer, add_generation_prompt=True
-                ).input_ids
-                episodes.append(_Episode(env, g, ids, [IGNORE_INDEX] * len(ids), [-1] * len(ids)))
-        model.eval()
-        for turn in range(config.max_episode_steps):
-            live = [
-                e
-                for e in episodes
-                if not e.done and len(e.ids) + config.max_new_tokens <= config.max_length
-            ]
-            if not live:
-                break
-            for e, generation in zip(live, policy.generate_ids([e.ids for e in live]), strict=True):
-                sampled = list(generation.token_ids)
-                e.ids += sampled
-                e.labels += sampled
-                e.steps += [turn] * len(sampled)
-                if generation.finish_reason != "stop":  # the format closes the turn
-                    e.ids.append(im_end)
-                    e.labels.append(IGNORE_INDEX)
-                    e.steps.append(-1)
-                parsed = chat_format.parse_assistant(generation.text)
-                action = parsed if isinstance(parsed, dict) else None
-                error = parsed if isinstance(parsed, str) else None
-                ts = play_step(e.env, Decision(action=action, error=error, raw=generation.text))
-                e.rewards.append(float(ts.reward))
-                e.errors.append(bool(ts.info.get("error")))
-                if ts.done:
-                    e.done = True
-                    e.success = bool((ts.info.get("outcome") or {}).get("success"))
-                    continue
-                more = _observation_ids(tokenizer, "tool" if action else "user", ts.observation)
-                if len(e.ids) + len(more) + config.max_new_tokens > config.max_length:
-                    e.done = True  # no room for another turn
-                    continue
-                e.ids += more
-                e.labels += [IGNORE_INDEX] * len(more)
-                e.steps += [-1] * len(more)
-    finally:
-        model.train(was_training)
-        for e in episodes:
-            e.env.close()
-    groups = [Group(completions=[], key=str(getattr(t, "id", i))) for i, t in enumerate(tasks)]
-    for e in episodes:
-        labels = e.labels
-        if not config.observation_masking:
-            start = e.steps.index(0) if 0 in e.steps else len(e.ids)
-            labels = [IGNORE_INDEX if p < start else t for p, t in enumerate(e.ids)]
-        encoded = Encoded(e.ids, labels, e.steps, [1.0] * len(e.ids))
-        penalty = config.step_error_penalty
-        steps = [r - (penalty if err else 0.0) for r, err in zip(e.rewards, e.errors, strict=True)]
-        groups[e.group].completions.append(
-            Completion(encoded, float(sum(e.rewards)), steps, success=e.success)
-        )
-    return groups
 
 
 # --------------------------------------------------------------------------- advantages
@@ -466,17 +292,25 @@ def token_advantages(completion: Completion, row: Sequence[float]) -> list[float
 
 
 def _logprobs(model: Any, batch: Mapping[str, Any], temperature: float) -> Any:
-    """:func:`~.common.token_logprobs` of the distribution sampled from (logits / temperature)."""
+    """Per-token log-probs (batch, length) aligned with the labels, as
+    :func:`~.common.token_logprobs`, of the distribution sampled from (logits / temperature);
+    the LM head runs only from the first position that carries loss on (``logits_to_keep``: the
+    prompt's logits, the bulk of the memory for a large vocabulary, are never built)."""
     import torch
 
-    if temperature == 1.0:
-        return token_logprobs(model, batch)
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    logits = logits[:, :-1, :].float() / temperature
-    labels = batch["labels"][:, 1:]
-    picked = logits.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    logp = (picked - torch.logsumexp(logits, dim=-1)) * (labels != IGNORE_INDEX)
-    return torch.nn.functional.pad(logp, (1, 0))
+    labels = batch["labels"]
+    width = labels.size(1)
+    has = (labels != IGNORE_INDEX).any(dim=0).nonzero()
+    first = int(has[0]) if len(has) else width - 1
+    keep = width - max(first, 1) + 1  # logits at positions first-1 .. width-1
+    out = model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], logits_to_keep=keep
+    )
+    logits = out.logits[:, :-1, :].float() / temperature  # predicts positions width-keep+1 ..
+    target = labels[:, width - keep + 1 :]
+    picked = logits.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    logp = (picked - torch.logsumexp(logits, dim=-1)) * (target != IGNORE_INDEX)
+    return torch.nn.functional.pad(logp, (width - logp.size(1), 0))
 
 
 def _reference_logprobs(reference: Any, model: Any, batch: Any, config: GRPOConfig, acc: Any):

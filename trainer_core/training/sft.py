@@ -257,7 +257,9 @@ def build_examples(
     return examples, dropped
 
 
-def example_order(examples: Sequence[Example], *, seed: int, epoch: int, curriculum: bool) -> list[int]:
+def example_order(
+    examples: Sequence[Example], *, seed: int, epoch: int, curriculum: bool
+) -> list[int]:
     """The order of the examples in ``epoch``: a seeded shuffle, or easy to hard (ties shuffled)."""
     rng = random.Random(seed * 1_000_003 + epoch)
     order = list(range(len(examples)))
@@ -457,11 +459,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def log(event: ProgressEvent) -> None:
         if event.message and main_process:
-            print(event.message, file=sys.stderr, flush=True)
+            sys.stderr.write(event.message + "\n")
 
     result = train(config, on_progress=log)
     if main_process:
-        print(json.dumps(dataclasses.asdict(result)), flush=True)
+        sys.stdout.write(json.dumps(dataclasses.asdict(result)) + "\n")
     return 0
 
 

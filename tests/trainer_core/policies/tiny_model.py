@@ -1,5 +1,6 @@
 """Tiny local models for tests: a byte-level BPE tokenizer trained on the spot and a random-weight
-Llama, saved as a Hugging Face model directory. Nothing is downloaded.
+Llama, saved as a Hugging Face model directory. Nothing is downloaded. The builders live in
+:mod:`trainer_core.training.tiny`; this module keeps the small shape and corpus these tests use.
 
     path = build_tiny_model(tmp_path / "model")          # ~0.1 s, ~60k parameters
     train_tiny_model(path, [messages], steps=80)          # teach it conversations (CPU, seconds)
@@ -19,6 +20,7 @@ from typing import Any
 from trainer_core.envs.core import ToolSpec
 from trainer_core.policies import chat_format
 from trainer_core.policies.base import Turn
+from trainer_core.training import tiny
 
 CALCULATOR = ToolSpec(
     name="calculator",
@@ -74,26 +76,10 @@ def default_corpus() -> list[str]:
 
 def build_tiny_tokenizer(corpus: Iterable[str] | None = None, *, vocab_size: int = 400) -> Any:
     """A byte-level BPE ``PreTrainedTokenizerFast`` trained on ``corpus`` (default:
-    :func:`default_corpus`) with the chat format's tokens, pad token and chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
+    :func:`default_corpus`) with the chat format's tokens, pad token and chat template (built by
+    :func:`trainer_core.training.tiny.build_tiny_tokenizer`; digits merge like other text here)."""
     texts = list(corpus) if corpus is not None else default_corpus()
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        min_frequency=1,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    backend.train_from_iterator(texts, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, clean_up_tokenization_spaces=False
-    )
-    chat_format.ensure_special_tokens(tokenizer)
-    return tokenizer
+    return tiny.build_tiny_tokenizer(texts, vocab_size=vocab_size, digits="bpe")
 
 
 def build_tiny_model(
@@ -105,31 +91,21 @@ def build_tiny_model(
     num_layers: int = 2,
 ) -> Path:
     """Save a random-weight tiny ``LlamaForCausalLM`` and its tokenizer into ``path``; returns
-    the path. Deterministic for a given ``seed`` and corpus."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tiny_tokenizer(corpus)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
+    the path. Deterministic for a given ``seed`` and corpus (built by
+    :func:`trainer_core.training.tiny.build_tiny_model`, with this module's corpus)."""
+    texts = list(corpus) if corpus is not None else default_corpus()
+    return tiny.build_tiny_model(
+        path,
+        seed=seed,
+        corpus=texts,
         hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_kv_heads=2,
         intermediate_size=2 * hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=tokenizer.convert_tokens_to_ids(chat_format.IM_END),
-        pad_token_id=tokenizer.pad_token_id,
+        vocab_size=400,
+        digits="bpe",
+        initializer_range=0.02,
     )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
 
 
 def train_tiny_model(

@@ -97,11 +97,20 @@ def test_help_is_read_from_attribute_docstrings_too():
 def test_config_from_dict_coerces_form_values_and_names_unknown_keys():
     config = config_from_dict(
         SFTConfig,
-        {"model_dir": "m", "output_dir": "o", "max_steps": "7", "learning_rate": "1e-3",
-         "curriculum": "true", "seed": 3.0},
+        {
+            "model_dir": "m",
+            "output_dir": "o",
+            "max_steps": "7",
+            "learning_rate": "1e-3",
+            "curriculum": "true",
+            "seed": 3.0,
+        },
     )
     assert (config.max_steps, config.learning_rate, config.curriculum, config.seed) == (
-        7, 1e-3, True, 3
+        7,
+        1e-3,
+        True,
+        3,
     )
     with pytest.raises(ConfigError, match="unknown option.*bogus, lr"):
         config_from_dict(SFTConfig, {"model_dir": "m", "output_dir": "o", "lr": 1, "bogus": 2})
@@ -139,7 +148,9 @@ def test_encode_labels_exactly_the_policys_tokens_and_numbers_the_turns(loaded):
     assert encoded.input_ids == reference.input_ids
     assert encoded.labels == reference.labels()
     turns = [
-        tokenizer.decode([t for t, s in zip(encoded.input_ids, encoded.step_ids) if s == k])
+        tokenizer.decode(
+            [t for t, s in zip(encoded.input_ids, encoded.step_ids, strict=True) if s == k]
+        )
         for k in (0, 1)
     ]
     assert turns[0] == (
@@ -150,7 +161,10 @@ def test_encode_labels_exactly_the_policys_tokens_and_numbers_the_turns(loaded):
         '<tool_call>{"name": "submit", "arguments": {"answer": "5"}}</tool_call><|im_end|>'
     )
     assert set(encoded.step_ids) == {-1, 0, 1}
-    assert all((s >= 0) == (lab != IGNORE_INDEX) for s, lab in zip(encoded.step_ids, encoded.labels))
+    assert all(
+        (s >= 0) == (lab != IGNORE_INDEX)
+        for s, lab in zip(encoded.step_ids, encoded.labels, strict=True)
+    )
     assert encoded.weights == [1.0] * len(encoded)
 
 
@@ -173,10 +187,10 @@ def test_collate_pads_on_the_right(loaded):
     assert {k: tuple(v.shape) for k, v in batch.items()} == {
         k: (2, width) for k in ("input_ids", "attention_mask", "labels", "weights", "step_ids")
     }
-    assert batch["input_ids"][1, len(b):].eq(tokenizer.pad_token_id).all()
+    assert batch["input_ids"][1, len(b) :].eq(tokenizer.pad_token_id).all()
     assert batch["attention_mask"][1].sum() == len(b)
-    assert batch["labels"][1, len(b):].eq(IGNORE_INDEX).all()
-    assert batch["weights"][1, len(b):].eq(0).all()
+    assert batch["labels"][1, len(b) :].eq(IGNORE_INDEX).all()
+    assert batch["weights"][1, len(b) :].eq(0).all()
     assert batch["input_ids"][1, : len(b)].tolist() == b.input_ids
 
 
@@ -232,8 +246,9 @@ def test_report_sends_a_progress_event():
     events = []
     report(events.append, step=3, total=12, metrics={"loss": 1}, message="step 3/12")
     assert events == [
-        ProgressEvent(fraction=0.25, message="step 3/12", step=3, metrics={"loss": 1.0},
-                      log=("step 3/12",))
+        ProgressEvent(
+            fraction=0.25, message="step 3/12", step=3, metrics={"loss": 1.0}, log=("step 3/12",)
+        )
     ]
     report(None, step=1, total=1, metrics={}, message="")  # no callback: nothing happens
 
@@ -252,14 +267,17 @@ def _one_step(model, optimizer, scheduler, batch):
 def test_checkpoint_restores_weights_optimizer_schedule_and_random_state(model_dir, tmp_path):
     set_seed(0)
     model, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
-    config = TrainConfig(model_dir=str(model_dir), output_dir=str(tmp_path), learning_rate=1e-2,
-                         warmup_steps=2)
+    config = TrainConfig(
+        model_dir=str(model_dir), output_dir=str(tmp_path), learning_rate=1e-2, warmup_steps=2
+    )
     optimizer, scheduler = make_optimizer_and_scheduler(model, config, total_steps=10)
-    batch = collate([encode_messages(CONVERSATION, tokenizer, max_length=4096)],
-                    tokenizer.pad_token_id)
+    batch = collate(
+        [encode_messages(CONVERSATION, tokenizer, max_length=4096)], tokenizer.pad_token_id
+    )
     _one_step(model, optimizer, scheduler, batch)
-    path = Checkpointer(tmp_path).save(3, model, tokenizer, optimizer, scheduler, config,
-                                       {"loss": 1.5})
+    path = Checkpointer(tmp_path).save(
+        3, model, tokenizer, optimizer, scheduler, config, {"loss": 1.5}
+    )
     expected_draws = (random.random(), torch.rand(3))
     weights = {k: v.clone() for k, v in model.state_dict().items()}
 
@@ -275,9 +293,12 @@ def test_checkpoint_restores_weights_optimizer_schedule_and_random_state(model_d
         assert torch.equal(value, weights[key]), key
     assert sched2.get_last_lr() == pytest.approx([1e-2 * 2 / 3])
     state = opt2.state_dict()["state"]
-    assert len(state) == len(list(fresh.parameters())) and all(s["step"] == 1 for s in state.values())
+    assert len(state) == len(list(fresh.parameters())) and all(
+        s["step"] == 1 for s in state.values()
+    )
     assert (random.random(), torch.rand(3).tolist()) == (
-        expected_draws[0], expected_draws[1].tolist()
+        expected_draws[0],
+        expected_draws[1].tolist(),
     )
     # The checkpoint is a model directory of its own: config, weights, tokenizer, the run's config.
     again, _ = load_model_and_tokenizer(path, device="cpu")

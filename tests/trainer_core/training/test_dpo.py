@@ -207,3 +207,32 @@ def test_config_and_data_errors(model_dir, dataset, tmp_path):
 
     helps = config_help(dpo.DPOConfig)
     assert all(helps.values()) and "pairs per micro-batch" in helps["batch_size"]
+
+
+def test_lora_reference_is_the_base_with_adapters_off(model_dir, dataset, tmp_path):
+    """With LoRA no copy of the model is kept: the reference is the model with its adapters
+    switched off, which at the start is the policy itself (loss ln 2), and training moves the
+    policy away from it."""
+    result = dpo.train(config(model_dir, dataset, tmp_path, lora_r=4, lora_alpha=8, max_steps=4))
+    losses = [h["loss"] for h in result.metrics_history]
+    assert losses[0] == pytest.approx(math.log(2), abs=1e-5)
+    assert losses[-1] < losses[0]
+    assert result.metrics_history[-1]["rewards/margin"] > 0
+
+
+def test_a_tools_column_gives_the_policys_system_prompt(model_dir, dataset, tmp_path):
+    """The exporters' ``tools`` column (JSON text) becomes ``system_prompt(tools)`` when the
+    prompt has no system message, as the local-model policy is prompted."""
+    from trainer_core.training.tiny import arithmetic_tools
+
+    tools = arithmetic_tools()
+    row = preference_row(arithmetic_tasks("train", n=1)[0])
+    schemas = [{"type": "function", "function": t.as_dict()} for t in tools]
+    with_tools = {**row, "tools": json.dumps(schemas)}
+    _, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
+    cfg = config(model_dir, dataset, tmp_path)
+    pair = dpo.encode_pair(with_tools, 0, tokenizer, cfg)
+    system = [{"role": "system", "content": cf.system_prompt(tools)}]
+    expected = cf.tokenize(system + row["prompt"] + row["chosen"], tokenizer).input_ids
+    assert pair.chosen.input_ids == expected[: cfg.max_length]
+    assert dpo.encode_pair(row, 0, tokenizer, cfg).chosen.input_ids != pair.chosen.input_ids
