@@ -534,6 +534,30 @@ class Encoded:
         return sum(1 for t in self.labels if t != IGNORE_INDEX)
 
 
+def with_tools_system(
+    messages: list[dict[str, Any]], row: Mapping[str, Any], index: int
+) -> list[dict[str, Any]]:
+    """``messages`` with ``system_prompt(tools)`` first when the row lists ``tools`` (a list, or
+    the exporters' JSON text) and the messages have no system message: the prompt the
+    local-model policy uses, so training sees what the policy is prompted with."""
+    from trainer_core.policies import chat_format
+
+    tools = row.get("tools")
+    if isinstance(tools, str):  # the exporters' tools column is JSON text
+        if not tools.strip():
+            return list(messages)
+        try:
+            tools = json.loads(tools)
+        except ValueError:
+            raise InputError(
+                f"row {index}: 'tools' is not valid JSON; write it as a JSON list of tool specs"
+            ) from None
+    first = messages[0] if messages else None
+    if tools and not (isinstance(first, Mapping) and first.get("role") == "system"):
+        return [{"role": "system", "content": chat_format.system_prompt(tools)}, *messages]
+    return list(messages)
+
+
 def encode_messages(
     messages: Sequence[Mapping[str, Any]], tokenizer: Any, *, max_length: int
 ) -> Encoded:

@@ -67,6 +67,7 @@ from trainer_core.training.common import (
     sequence_logprobs,
     set_seed,
     weights_dtype,
+    with_tools_system,
 )
 from trainer_core.training.losses import DPO_LOSS_TYPES, check_dpo_settings, dpo_loss
 
@@ -167,18 +168,7 @@ def _messages(row: Mapping[str, Any], key: str, index: int) -> list[dict[str, An
 def prompt_messages(row: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
     """The row's ``prompt`` messages, with ``system_prompt(tools)`` first when the row lists
     ``tools`` (a list, or the exporters' JSON text) and the prompt has no system message."""
-    from trainer_core.policies import chat_format
-
-    prompt = _messages(row, "prompt", index)
-    tools = row.get("tools")
-    if isinstance(tools, str) and tools.strip():  # the exporters' tools column is JSON text
-        try:
-            tools = json.loads(tools)
-        except ValueError:
-            raise InputError(f"row {index}: 'tools' is not valid JSON") from None
-    if tools and prompt[0].get("role") != "system":
-        prompt = [{"role": "system", "content": chat_format.system_prompt(tools)}, *prompt]
-    return prompt
+    return with_tools_system(_messages(row, "prompt", index), row, index)
 
 
 def encode_continuation(

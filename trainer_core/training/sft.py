@@ -78,6 +78,7 @@ from trainer_core.training.common import (
     set_seed,
     token_logprobs,
     weights_dtype,
+    with_tools_system,
 )
 
 __all__ = [
@@ -154,10 +155,8 @@ class Example:
 
 
 def row_messages(row: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
-    """The row's chat messages, with ``system_prompt(tools)`` first when the row lists tools and
-    has no system message."""
-    from trainer_core.policies import chat_format
-
+    """The row's chat messages, with ``system_prompt(tools)`` first when the row lists tools (a
+    list, or the exporters' JSON text) and has no system message."""
     messages = row.get("messages")
     if not isinstance(messages, list) or not messages:
         keys = ", ".join(sorted(map(str, row))) or "none"
@@ -165,11 +164,7 @@ def row_messages(row: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
             f"row {index}: an SFT row needs a non-empty 'messages' list (TRL's conversational "
             f"format); it has keys {keys}. Export the dataset as SFT messages"
         )
-    tools = row.get("tools")
-    first = messages[0]
-    if tools and not (isinstance(first, Mapping) and first.get("role") == "system"):
-        messages = [{"role": "system", "content": chat_format.system_prompt(tools)}, *messages]
-    return list(messages)
+    return with_tools_system(list(messages), row, index)
 
 
 def _turn_starts(messages: Sequence[Mapping[str, Any]]) -> list[int]:

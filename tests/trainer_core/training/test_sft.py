@@ -196,6 +196,11 @@ def test_tools_without_a_system_message_get_the_policys_system_prompt(tokenizer)
     tools = [{"name": "calculator", "description": "Adds.", "parameters": {"type": "object"}}]
     rows = [{"messages": trajectory(1)[1:], "tools": tools}]
     assert sft.row_messages(rows[0], 0)[0] == {"role": "system", "content": cf.system_prompt(tools)}
+    # the exporters write the tools column as JSON text: it is decoded, not ignored
+    as_text = {"messages": trajectory(1)[1:], "tools": json.dumps(tools)}
+    assert sft.row_messages(as_text, 0)[0] == {"role": "system", "content": cf.system_prompt(tools)}
+    with pytest.raises(InputError, match="row 3: 'tools' is not valid JSON"):
+        sft.row_messages({"messages": trajectory(1)[1:], "tools": "[{"}, 3)
     with pytest.raises(InputError, match="row 1: an SFT row needs a non-empty 'messages'"):
         build_examples([rows[0], {"prompt": "x"}], tokenizer, SFTConfig("m", "o", dataset="d"))
 
