@@ -57,9 +57,10 @@ def check_parameters(kind: str, model: str, prompt_format: str, parameters: dict
         )
     if not isinstance(parameters, dict):
         raise ConfigError("parameters must be a JSON object")
+    known = {name for names in PARAMETERS.values() for name in names}  # max_tokens is no secret
     for name in parameters:
         lowered = name.lower()
-        if any(word in lowered for word in _SECRET_WORDS) and name != "api_key_env":
+        if any(word in lowered for word in _SECRET_WORDS) and name not in known:
             raise ConfigError(
                 f"parameter {name!r} looks like a secret: never store keys; put the key in an "
                 "environment variable on the workers and give its name as api_key_env"
