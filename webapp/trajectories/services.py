@@ -111,22 +111,35 @@ def trajectories_index_for_search(ids: list[int]) -> None:
             cursor.execute(SEARCH_UPDATE, [list(ids[start : start + 1000])])
 
 
+def without_nul(value: Any) -> Any:
+    """``value`` with NUL characters replaced by U+FFFD, in strings, keys and nested JSON: PostgreSQL
+    text and JSON cannot hold NUL, and a model's or a tool's output may contain it (a sampling
+    model emits any token). Nothing else changes."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nul(v) for v in value]
+    return value
+
+
 def _step_row(trajectory_id: int, step: StepSpec) -> Step:
     return Step(
         trajectory_id=trajectory_id,
         index=step.index,
-        thought=step.thought,
-        tool=step.tool[:200],
-        params=step.params,
-        observation=step.observation,
+        thought=without_nul(step.thought),
+        tool=without_nul(step.tool[:200]),
+        params=without_nul(step.params),
+        observation=without_nul(step.observation),
         exit_code=step.exit_code,
-        error=step.error,
+        error=without_nul(step.error),
         started_at=_aware(step.started_at),
         duration=step.duration,
         tokens_in=step.tokens_in,
         tokens_out=step.tokens_out,
         reward=step.reward,
-        metadata=step.metadata,
+        metadata=without_nul(step.metadata),
     )
 
 
@@ -144,10 +157,10 @@ def _insert_steps(rows: list[Step]) -> None:
                         (
                             r.trajectory_id,
                             r.index,
-                            r.thought.replace("\x00", ""),
+                            r.thought,
                             r.tool,
                             json.dumps(r.params),
-                            r.observation.replace("\x00", ""),
+                            r.observation,
                             r.exit_code,
                             r.error,
                             r.started_at,
@@ -235,7 +248,7 @@ def trajectories_import(
                 content_hash=digest,
                 source_file=source_files.get(result.file),
                 finished_at=timezone.now(),
-                **_summary(spec),
+                **without_nul(_summary(spec)),
             )
             to_create.append((row, spec))
         created_rows = Trajectory.objects.bulk_create([row for row, _ in to_create], batch_size=500)
@@ -292,6 +305,7 @@ def trajectory_begin(
         "environment": environment,
         "metadata": metadata or {},
     }
+    defaults = {k: without_nul(v) if k != "task" else v for k, v in defaults.items()}
     try:
         with transaction.atomic():
             trajectory, _ = Trajectory.objects.get_or_create(idempotency_key=key, defaults=defaults)
@@ -349,9 +363,9 @@ def trajectory_finish(
     trajectory.status = Trajectory.Status.FAILED if failed else Trajectory.Status.FINISHED
     trajectory.success = spec.success
     trajectory.reward = reward
-    trajectory.outcome = spec.model_dump(mode="json")
+    trajectory.outcome = without_nul(spec.model_dump(mode="json"))
     if error:
-        trajectory.metadata = dict(trajectory.metadata, error=error)
+        trajectory.metadata = dict(trajectory.metadata, error=without_nul(error))
     trajectory.finished_at = timezone.now()
     if cost_usd is not None:
         trajectory.cost_usd = cost_usd

@@ -130,3 +130,30 @@ def test_identical_episodes_of_a_deterministic_policy_are_separate_trajectories(
     # and a rollout never collides with an import of the same content
     services.trajectories_import(results=[result(Trajectory(steps=[step]))])
     assert TrajectoryRow.objects.count() == 3
+
+
+def test_nul_characters_from_a_model_are_stored_as_replacement_characters():
+    """A sampling model can emit NUL; PostgreSQL text and JSON cannot hold it. The step is stored
+    (imports and streaming alike) with U+FFFD in its place, and the episode goes on."""
+    row = services.trajectory_begin(
+        key=services.idempotency_key(run=9, task="t", episode=0, seed=0)
+    )
+    step = Step(
+        index=0,
+        tool="calc\x00ulator",
+        params={"expression": "1\x00+1", "k\x00": ["a\x00"]},
+        observation="bad\x00output",
+        thought="th\x00ought",
+        error="e\x00",
+        metadata={"raw": "x\x00y"},
+    )
+    assert services.trajectory_append_step(trajectory=row, step=step) is True
+    stored = StepRow.objects.get(trajectory=row)
+    assert stored.observation == "bad\ufffdoutput" and stored.thought == "th\ufffdought"
+    assert stored.tool == "calc\ufffdulator" and stored.error == "e\ufffd"
+    assert stored.params == {"expression": "1\ufffd+1", "k\ufffd": ["a\ufffd"]}
+    assert stored.metadata == {"raw": "x\ufffdy"}
+    bulk = spec(2, marker="nul\x00")
+    result = services.trajectories_import(results=[ImportResult("n.jsonl", "steplab", "1", [bulk])])
+    assert len(result.created) == 1
+    assert StepRow.objects.filter(observation="nul\ufffd0").exists()
