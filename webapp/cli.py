@@ -587,10 +587,6 @@ def serve(host: str, port: int, concurrency: int) -> None:
         click.echo("stopped")
 
 
-if __name__ == "__main__":
-    main()
-
-
 # --- policies and rollouts ----------------------------------------------------------------------
 
 
@@ -973,3 +969,219 @@ def train_cli(method: str, config_path: str) -> None:
     except SteplabError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"done: {result}")
+
+
+# --- evaluation -----------------------------------------------------------------------------------
+
+
+def _fmt_interval(value, low, high) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _print_evaluation(run) -> None:
+    m = run.metrics or {}
+    click.echo(
+        f"evaluation {run.pk}: {run.policy.name} on {run.task_set.name}, k={run.samples_per_task}"
+    )
+    if not m.get("n"):
+        click.echo("  no episode played")
+        return
+    click.echo(
+        f"  success {_fmt_interval(m['success_rate'], m['success_low'], m['success_high'])}"
+        f"  ({m['successes']}/{m['n']} episodes, {m.get('tasks', 0)} tasks, 95% Wilson)"
+    )
+    click.echo(
+        f"  mean reward {_fmt_interval(m['mean_reward'], m['reward_low'], m['reward_high'])}"
+        " (95% bootstrap)"
+    )
+    for k in sorted(m.get("pass_at_k") or {}, key=int):
+        click.echo(f"  pass@{k} {m['pass_at_k'][k]:.3f}  pass^{k} {m['pass_hat_k'][k]:.3f}")
+    click.echo(
+        f"  per episode: {m['mean_steps']:.2f} steps, {m['mean_tokens']:.0f} tokens, "
+        f"${m['mean_cost']:.4f}"
+    )
+
+
+@db_command("eval")
+@click.option("--policy", "policy_name", required=True)
+@click.option("--task-set", "task_set_name", required=True, help="Held-out tasks.")
+@click.option("-k", "--samples", default=1, show_default=True, help="Samples per task.")
+@click.option("--max-steps", default=10, show_default=True)
+@click.option("--concurrency", default=2, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--follow/--no-follow", default=True, show_default=True)
+def eval_cli(task_set_name, policy_name, samples, max_steps, concurrency, seed, follow) -> None:
+    """Evaluate a policy on a task set (k seeded samples per task) on the workers."""
+    from webapp.common.errors import ApplicationError
+    from webapp.evaluation.models import EvaluationRun
+    from webapp.evaluation.services import evaluation_launch
+    from webapp.rollouts.models import Policy
+    from webapp.tasks.models import TaskSet
+
+    task_set = TaskSet.objects.filter(name=task_set_name).first()
+    policy = Policy.objects.filter(name=policy_name).first()
+    if task_set is None:
+        raise click.ClickException(f"no task set {task_set_name!r}; see `steplab tasks list`")
+    if policy is None:
+        raise click.ClickException(f"no policy {policy_name!r}; see `steplab policies list`")
+    try:
+        run = evaluation_launch(
+            policy=policy, task_set=task_set, samples_per_task=samples, max_steps=max_steps,
+            concurrency=concurrency, seed=seed,
+        )  # fmt: skip
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(f"evaluation {run.pk}: job {run.job_id}")
+    if follow:
+        job = _follow(run.job_id)
+        _print_evaluation(EvaluationRun.objects.select_related("policy", "task_set").get(pk=run.pk))
+        sys.exit(0 if job.status == "succeeded" else 1)
+
+
+@db_command("compare")
+@click.argument("run_a", type=int)
+@click.argument("run_b", type=int)
+@click.option(
+    "--correction", type=click.Choice(["holm", "bonferroni", "none"]), default="holm",
+    show_default=True,
+)  # fmt: skip
+def compare_cli(run_a: int, run_b: int, correction: str) -> None:
+    """Compare two evaluation runs on their shared tasks (paired and unpaired tests)."""
+    from webapp.evaluation.models import EvaluationRun
+    from webapp.evaluation.selectors import comparison
+
+    runs = {
+        r.pk: r
+        for r in EvaluationRun.objects.select_related("policy").filter(pk__in=[run_a, run_b])
+    }
+    for pk in (run_a, run_b):
+        if pk not in runs:
+            raise click.ClickException(f"no evaluation run {pk}; see `steplab leaderboard`")
+    found = comparison(runs[run_a], runs[run_b], correction=correction)
+    result = found["result"]
+    click.echo(f"A = {runs[run_a].label}   B = {runs[run_b].label}")
+    click.echo(
+        f"{result.shared_tasks} shared tasks ({result.only_a} only in A, {result.only_b} only in B);"
+        f" effects are B - A; p corrected by {correction}"
+    )
+    click.echo(f"{'test':<28} {'effect':>9} {'p':>9} {'p corr.':>9}  significant")
+    for test in [*result.paired, *result.unpaired]:
+
+        def num(v):
+            return f"{v:9.4f}" if v is not None else f"{'—':>9}"
+
+        sig = "yes" if test.significant else ("—" if test.significant is None else "no")
+        click.echo(
+            f"{test.name:<28} {num(test.effect)} {num(test.p_value)} {num(test.p_adjusted)}  {sig}"
+            + (f"  ({test.note})" if test.note else "")
+        )
+
+
+@db_command("leaderboard")
+@click.option("--task-set", "task_set_name", default=None, help="Default: list the leaderboards.")
+@click.option("--metric", type=click.Choice(["success", "reward"]), default="success")
+@click.option(
+    "--correction", type=click.Choice(["holm", "bonferroni", "none"]), default="holm",
+    show_default=True,
+)  # fmt: skip
+@click.option("--every-run", is_flag=True, help="Every run, not only each policy's newest.")
+def leaderboard_cli(task_set_name, metric, correction, every_run) -> None:
+    """Print a task set's leaderboard: rank, best-worst rank, tie group, score ± interval."""
+    from webapp.evaluation.selectors import leaderboard, leaderboard_index
+    from webapp.tasks.models import TaskSet
+
+    if task_set_name is None:
+        for group in leaderboard_index():
+            click.echo(group["domain"])
+            for item in group["sets"]:
+                click.echo(f"  {item['task_set'].name}  ({item['runs']} evaluations)")
+        return
+    task_set = TaskSet.objects.filter(name=task_set_name).first()
+    if task_set is None:
+        raise click.ClickException(f"no task set {task_set_name!r}; see `steplab leaderboard`")
+    board = leaderboard(task_set, metric=metric, correction=correction, every_run=every_run)
+    if not board["rows"]:
+        click.echo("no finished evaluation on this task set yet")
+        return
+    click.echo(f"{'rank':>4} {'best-worst':>10} {'tie':>3}  {'score [95%]':<24} {'n':>5}  policy")
+    for item in board["rows"]:
+        row = item["row"]
+        click.echo(
+            f"{row.rank:>4} {f'{row.rank_upper}-{row.rank_lower}':>10} {row.tie_group:>3}  "
+            f"{_fmt_interval(row.score, row.low, row.high):<24} {row.n:>5}  {row.label}"
+        )
+
+
+@db_command("demo")
+@click.option("--name", default="", help="Pipeline name (default demo-<time>).")
+@click.option("--seed", default=0, show_default=True, help="The tiny model's seed.")
+@click.option(
+    "--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None,
+    help="A pipeline YAML instead of the demo's own.",
+)  # fmt: skip
+@click.option(
+    "--worker/--no-worker", "start_worker", default=None,
+    help="Start a worker for the demo (default: when none is alive).",
+)  # fmt: skip
+@click.option("--timeout", default=1800.0, show_default=True, help="Seconds to wait.")
+def demo_cli(name, seed, config_path, start_worker, timeout) -> None:
+    """Teach a tiny local model tool arithmetic through the whole loop: baseline → SFT on
+    reference trajectories → GRPO on its own samples, evaluated on held-out tasks. Runs as a
+    pipeline on the workers; the results stay in the app (Leaderboards → Pipelines)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from webapp.common.errors import ApplicationError
+    from webapp.evaluation.demo import demo_launch
+    from webapp.evaluation.models import Pipeline
+    from webapp.evaluation.selectors import pipeline_curve
+    from webapp.jobs.models import WorkerPresence
+
+    started = time.monotonic()
+    if start_worker is None:
+        recent = timezone.now() - timedelta(seconds=30)
+        start_worker = not WorkerPresence.objects.filter(
+            last_seen_at__gte=recent, stopped_at__isnull=True
+        ).exists()
+    proc = None
+    if start_worker:
+        argv = _worker_argv(QUEUES, 2, f"demo-{os.getpid()}@{socket.gethostname()}")
+        proc = subprocess.Popen(argv, cwd=BASE_DIR, start_new_session=True)  # noqa: S603
+        click.echo(f"started a worker (pid {proc.pid}) for the demo")
+    try:
+        config = Path(config_path).read_text(encoding="utf-8") if config_path else None
+        try:
+            pipeline = demo_launch(name=name, config=config, seed=seed)
+        except ApplicationError as exc:
+            raise click.ClickException(exc.message) from None
+        click.echo(f"pipeline {pipeline.name} (id {pipeline.pk}): job {pipeline.job_id}")
+        job = _follow(pipeline.job_id, timeout=timeout)
+    finally:
+        if proc is not None:
+            _stop([proc])
+    pipeline = Pipeline.objects.get(pk=pipeline.pk)
+    curve = pipeline_curve(pipeline)
+    click.echo("held-out success (95% Wilson):")
+    for point in curve["points"]:
+        click.echo(
+            f"  {point['label']:<24} "
+            f"{_fmt_interval(point['success_rate'], point['success_low'], point['success_high'])}"
+            f"  n={point['n']}"
+        )
+    for c in curve["comparisons"]:
+        test = c["mcnemar"]
+        if test:
+            click.echo(
+                f"  {c['label']}: effect {test['effect']:+.3f}, exact McNemar p={test['p_value']:.4g}"
+            )
+    click.echo(
+        f"wall time {time.monotonic() - started:.0f} s; see /leaderboards/pipelines/{pipeline.pk}/"
+    )
+    sys.exit(0 if job.status == "succeeded" else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -60,9 +60,8 @@ AREAS: list[Area] = [
     Area(
         "leaderboards",
         "Leaderboards",
-        "area-leaderboards",
-        "Evaluation runs and leaderboards with honest statistics.",
-        "the evaluation issue",
+        "evaluation:index",
+        "Evaluation runs, leaderboards with honest statistics, pipelines (the online loop).",
     ),
     Area("jobs", "Jobs", "jobs:list", "Every long-running piece of work, live."),
 ]

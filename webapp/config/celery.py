@@ -21,6 +21,7 @@ WORKER_MODULES = [
     "workers.rollouts",
     "workers.scoring",
     "workers.datasets",
+    "workers.evaluation",
 ]
 
 app = Celery("steplab", include=WORKER_MODULES)

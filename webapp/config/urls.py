@@ -19,6 +19,7 @@ urlpatterns = [
     path("annotate/", include("webapp.calibration.urls")),
     path("datasets/", include("webapp.datasets.urls")),
     path("training/", include("webapp.training.urls")),
+    path("leaderboards/", include("webapp.evaluation.urls")),
 ]
 
 # Areas whose issues have not landed yet get a page that says so (no dead links).

@@ -43,6 +43,7 @@ def snapshot_create(
     label_source: str = DatasetSnapshot.LabelSource.MODEL,
     seed: int = 0,
     user=None,
+    parent_job=None,
 ) -> DatasetSnapshot:
     from webapp.jobs.services import job_enqueue
 
@@ -69,7 +70,7 @@ def snapshot_create(
             created_by=user if getattr(user, "is_authenticated", False) else None,
         )
         snapshot.job = job_enqueue(
-            kind=KIND, params={"snapshot_id": snapshot.pk}, user=user,
+            kind=KIND, params={"snapshot_id": snapshot.pk}, user=user, parent=parent_job,
             message="Waiting for a worker to export the dataset.",
         )  # fmt: skip
         snapshot.save(update_fields=["job"])
@@ -292,6 +293,8 @@ def export_run(*, ctx: JobContext) -> None:
         extra["splits"] = {"test": 1.0}
     elif snapshot.kind in ("grpo", "dpo"):
         extra["split_by"] = "task_id"  # a task's rows stay in one split
+    if isinstance(snapshot.query.get("splits"), dict):  # e.g. {"train": 1.0} in a pipeline
+        extra["splits"] = {str(k): float(v) for k, v in snapshot.query["splits"].items()}
     files = write_dataset(
         records,
         directory,

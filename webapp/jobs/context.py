@@ -190,7 +190,7 @@ class JobContext:
     def spawn(
         self, kind: str, params: dict[str, Any] | None = None, *, queue: str | None = None
     ) -> Job:
-        """Schedule a child job in the current stage. It starts right away on any worker."""
+        """Schedule a child job. It starts right away on any worker."""
         self.check()
         parent = Job.objects.get(pk=self.job_id)
         return services.job_enqueue(kind=kind, params=params, parent=parent, queue=queue)

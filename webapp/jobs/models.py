@@ -52,7 +52,8 @@ class Job(models.Model):
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
     )
-    # For a parent: the stage it is in. For a child: the parent's stage that scheduled it.
+    # The stage a job that schedules children is in ("" at first; a child that fans out in
+    # turn, like a pipeline's collect run, has stages of its own).
     stage = models.CharField(max_length=64, blank=True)
     # A parent that has scheduled children and returned; the last child's end advances it.
     awaiting_children = models.BooleanField(default=False)

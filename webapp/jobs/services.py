@@ -116,7 +116,7 @@ def job_enqueue(
             params=params or {},
             user=user if user is not None else (parent.user if parent is not None else None),
             parent=parent,
-            stage=parent.stage if parent is not None else "",
+            stage="",  # every job starts at its own first stage, children that fan out too
             queue=queue,
             celery_task_id=_new_task_id(),
             message=message,

@@ -24,3 +24,7 @@ SCORE = "judge.score"
 # datasets and training
 EXPORT_DATASET = "jobs.export_dataset"
 TRAIN = "gpu.train"
+
+# evaluation
+EVALUATE = "jobs.evaluate"
+PIPELINE = "jobs.pipeline"

@@ -193,6 +193,7 @@ def scoring_launch(
     trajectory_ids: list[int],
     spend_cap_usd: float | None = None,
     user=None,
+    parent_job=None,
 ) -> ScoringRun:
     from webapp.jobs.services import job_enqueue
 
@@ -213,6 +214,7 @@ def scoring_launch(
             kind=SCORE_KIND,
             params={"run_id": run.pk},
             user=user,
+            parent=parent_job,
             message=f"Waiting for a judge-queue worker to score {len(ids)} trajectories.",
         )
         run.save(update_fields=["job"])

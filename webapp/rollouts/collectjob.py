@@ -80,8 +80,10 @@ def collect_run(*, ctx: JobContext) -> Any:
     if ctx.stage == "":
         if not ctx.children().exists():
             pending = run.episodes.filter(status=Episode.Status.PENDING).count()
+            # a local model's episodes run where the models are: the gpu queue
+            queue = "gpu" if run.policy.kind == "local" else None
             for _ in range(max(1, min(run.concurrency, pending))):
-                ctx.spawn(EPISODES_KIND, {"run_id": run.pk})
+                ctx.spawn(EPISODES_KIND, {"run_id": run.pk}, queue=queue)
             ctx.log(
                 f"started {min(run.concurrency, pending)} episode workers for {pending} episodes"
             )

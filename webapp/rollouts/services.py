@@ -196,8 +196,12 @@ def collect_launch(
     seed: int = 0,
     spend_cap_usd: float | None = None,
     user=None,
+    parent_job=None,
+    task_offset: int = 0,
+    num_tasks: int = 0,
 ) -> CollectRun:
-    """Create the run, one Episode row per (task, episode), and the job that plays them."""
+    """Create the run, one Episode row per (task, episode), and the job that plays them (a child
+    of ``parent_job`` when an evaluation run or a pipeline launches it)."""
     from trainer_core.envs import spec as env_spec
     from trainer_core.rollouts.collect import episode_seed
     from webapp.jobs.services import job_enqueue
@@ -212,8 +216,13 @@ def collect_launch(
     except ConfigError as exc:
         raise ApplicationError(str(exc)) from None
     tasks = list(task_set.tasks.order_by("external_id"))
+    if task_offset or num_tasks:  # a slice of the set (a pipeline's iterations take turns)
+        tasks = tasks[task_offset : task_offset + num_tasks if num_tasks else None]
     if not tasks:
-        raise ApplicationError(f"Task set {task_set.name!r} has no tasks.")
+        raise ApplicationError(
+            f"Task set {task_set.name!r} has no tasks"
+            + (f" from position {task_offset}." if task_offset else ".")
+        )
     if episodes_per_task < 1 or max_steps < 1 or concurrency < 1:
         raise ApplicationError("Episodes per task, max steps and concurrency must be at least 1.")
     if spend_cap_usd is not None and spend_cap_usd <= 0:
@@ -249,6 +258,7 @@ def collect_launch(
             kind=COLLECT_KIND,
             params={"run_id": run.pk},
             user=user,
+            parent=parent_job,
             message=f"Waiting for a worker to start {run.episodes_total} episodes.",
         )
         run.save(update_fields=["job"])

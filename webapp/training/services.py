@@ -156,6 +156,7 @@ def training_launch(
     values: dict[str, Any] | None = None,
     name: str = "",
     user=None,
+    parent_job=None,
 ) -> TrainingRun:
     from trainer_core.training.common import config_to_yaml
     from webapp.jobs.services import job_enqueue
@@ -185,7 +186,7 @@ def training_launch(
         run.config_yaml = config_to_yaml(config)
         run.output_dir = str(output)
         run.job = job_enqueue(
-            kind=KIND, params={"run_id": run.pk}, user=user,
+            kind=KIND, params={"run_id": run.pk}, user=user, parent=parent_job,
             message="Waiting for a gpu-queue worker.",
         )  # fmt: skip
         run.save()

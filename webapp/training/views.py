@@ -109,11 +109,19 @@ def run_preview(request):
 
 @requires(Need.READ)
 def run_detail(request, pk: int):
+    from webapp.evaluation.forms import CheckpointsEvaluationForm
+    from webapp.evaluation.selectors import checkpoint_curve
+
     run = get_object_or_404(TrainingRun.objects.select_related("dataset", "job"), pk=pk)
     return render(
         request,
         "training/detail.html",
-        _ctx(run=run, checkpoints=run.checkpoints.select_related("policy")),
+        _ctx(
+            run=run,
+            checkpoints=run.checkpoints.select_related("policy"),
+            curve=checkpoint_curve(run),
+            evaluate_form=CheckpointsEvaluationForm(),
+        ),
     )
 
 

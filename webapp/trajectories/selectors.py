@@ -46,6 +46,8 @@ class Filters:
     until: date | None = None  # created on or before
     min_id: int | None = None
     max_id: int | None = None
+    collect_run: int | None = None  # the episodes of one collect run (an evaluation's cells)
+    task_exact: str = ""  # one task id exactly (``task`` matches a substring)
     sort: str = "newest"
 
     @classmethod
@@ -70,6 +72,7 @@ class Filters:
                 "status",
                 "outcome",
                 "tag",
+                "task_exact",
             )
         }
 
@@ -91,6 +94,7 @@ class Filters:
             until=day("until"),
             min_id=number("min_id", int),
             max_id=number("max_id", int),
+            collect_run=number("collect_run", int),
             sort=sort if sort in SORTS else "newest",
         )
 
@@ -148,6 +152,10 @@ def trajectory_list(filters: Filters) -> QuerySet[TrajectoryRow]:
         qs = qs.filter(pk__gte=filters.min_id)
     if filters.max_id is not None:
         qs = qs.filter(pk__lte=filters.max_id)
+    if filters.collect_run is not None:
+        qs = qs.filter(idempotency_key__startswith=f"collect-{filters.collect_run}:")
+    if filters.task_exact:
+        qs = qs.filter(task_ref=filters.task_exact)
     if filters.q:
         qs = _search(qs, filters.q)
     _, column, descending = SORTS.get(filters.sort, SORTS["newest"])

@@ -1,0 +1,146 @@
+"""``steplab demo``: the whole loop on tool arithmetic, through the app's jobs and database.
+
+It builds a tiny model locally (random weights, a tokenizer trained on the spot — nothing is
+downloaded), registers it as a local-model policy, loads a train task set (operands 2-49) and a
+held-out one (other seeds, operands 50-99), and launches a pipeline:
+
+- baseline: the untrained model on the held-out tasks;
+- iteration 1: collect reference trajectories (the scripted policy) → score → SFT dataset of the
+  successful ones → SFT → register → evaluate;
+- iteration 2: collect G samples per task from the SFT policy at temperature 1 → score → GRPO
+  groups → GRPO from the SFT checkpoint → register → evaluate.
+
+Every evaluation plays the same held-out tasks with the same seeds, so the pipeline page and
+the held-out leaderboard compare base → SFT → GRPO with paired tests.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from webapp.common.errors import ApplicationError
+
+DEFAULT_PIPELINE_YAML = """\
+baseline: true
+seed: 0
+evaluate:
+  samples_per_task: 1
+  max_steps: 4
+  concurrency: 2
+  seed: 0
+iterations:
+- collect:
+    policy: scripted
+    episodes_per_task: 1
+    max_steps: 4
+  dataset:
+    kind: sft
+    outcome: success
+  train:
+    method: sft
+    values:
+      max_steps: 300
+      batch_size: 8
+      learning_rate: 0.002
+      warmup_ratio: 0.05
+      max_length: 384
+      save_steps: 0
+- collect:
+    policy: current
+    episodes_per_task: 8
+    max_steps: 4
+    temperature: 1.0
+    num_tasks: 64
+  dataset:
+    kind: grpo
+  train:
+    method: grpo
+    values:
+      max_steps: 16
+      batch_size: 4
+      learning_rate: 0.0001
+      beta: 0.0
+      max_length: 384
+"""
+
+TRAIN_TASKS = 600
+HELDOUT_TASKS = 100
+
+
+def _tasks_jsonl(split: str, n: int) -> str:
+    from trainer_core.envs.arithmetic import arithmetic_tasks
+
+    return "\n".join(t.model_dump_json(exclude_none=True) for t in arithmetic_tasks(split, n=n))
+
+
+def _task_set(name: str, split: str, n: int):
+    from webapp.tasks.models import TaskSet
+    from webapp.tasks.services import task_set_import
+
+    existing = TaskSet.objects.filter(name=name).first()
+    if existing is not None and existing.tasks.count() == n:
+        return existing
+    if existing is not None:
+        raise ApplicationError(
+            f"Task set {name!r} exists with {existing.tasks.count()} tasks, not {n}; rename or "
+            "delete it, or run the demo with the same sizes."
+        )
+    task_set, _ = task_set_import(
+        text=_tasks_jsonl(split, n),
+        name=name,
+        fmt="jsonl",
+        description=f"Tool arithmetic, {split} split, {n} tasks (steplab demo).",
+    )
+    return task_set
+
+
+def demo_setup(
+    *, train_tasks: int = TRAIN_TASKS, heldout_tasks: int = HELDOUT_TASKS, seed: int = 0
+):
+    """The demo's base policy, task sets and reward model (made once, reused after)."""
+    from trainer_core.training.tiny import build_tiny_model
+    from webapp.rewards.models import RewardModel
+    from webapp.rewards.services import reward_model_create, rubrics_seed
+    from webapp.rollouts.models import Policy
+    from webapp.rollouts.services import policies_seed_builtin
+
+    policies_seed_builtin()  # the scripted policy plays the reference trajectories
+    model_dir = Path(settings.STEPLAB_DATA_DIR) / "models" / f"tiny-arithmetic-seed{seed}"
+    if not (model_dir / "config.json").exists():
+        build_tiny_model(model_dir, seed=seed)
+    name = f"tiny-base-seed{seed}"
+    policy, _ = Policy.objects.get_or_create(
+        name=name,
+        defaults={
+            "kind": "local",
+            "model": str(model_dir),
+            "parameters": {"model_dir": str(model_dir), "temperature": 0.0, "device": "cpu"},
+            "description": "An untrained ~1M-parameter Llama built locally (steplab demo).",
+        },
+    )
+    train = _task_set(f"arithmetic-demo-train-{train_tasks}", "train", train_tasks)
+    heldout = _task_set(f"arithmetic-demo-heldout-{heldout_tasks}", "heldout", heldout_tasks)
+    rubrics_seed("arithmetic")
+    reward_model = RewardModel.objects.filter(domain="arithmetic").order_by("-version").first()
+    if reward_model is None:
+        reward_model = reward_model_create(domain="arithmetic", note="rules only (steplab demo)")
+    return policy, train, heldout, reward_model
+
+
+def demo_launch(*, name: str = "", config: Any = None, seed: int = 0, user=None, **sizes):
+    from webapp.evaluation.pipeline import pipeline_launch
+
+    policy, train, heldout, reward_model = demo_setup(seed=seed, **sizes)
+    return pipeline_launch(
+        name=name or f"demo-{time.strftime('%Y%m%d-%H%M%S')}",
+        base_policy=policy,
+        train_task_set=train,
+        eval_task_set=heldout,
+        reward_model=reward_model,
+        config=config if config is not None else DEFAULT_PIPELINE_YAML,
+        user=user,
+    )
