@@ -30,8 +30,14 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 def test_help_lists_the_commands():
     proc = _run("--help")
     assert proc.returncode == 0, proc.stderr
-    for command in ("check", "serve", "jobs", "worker", "seed", "version"):
+    for command in ("check", "serve", "jobs", "worker", "seed", "version", "eval", "demo"):
         assert command in proc.stdout
+    # `python -m webapp.cli` registers every command too (accelerate launch uses it)
+    module = subprocess.run(
+        [sys.executable, "-m", "webapp.cli", "--help"], cwd=REPO, capture_output=True, text=True
+    )
+    for command in ("train", "export", "leaderboard", "compare", "demo"):
+        assert command in module.stdout, module.stderr
 
 
 def test_file_only_commands_run_without_a_database():
@@ -83,6 +89,49 @@ def test_jobs_commands_show_and_cancel(transactional_db):
     missing = _run("jobs", "show", "999999", env=env)
     assert missing.returncode != 0
     assert "no job 999999" in missing.stderr
+
+
+def _db_env() -> dict[str, str]:
+    from django.db import connection
+
+    env = dict(os.environ)
+    if connection.vendor == "postgresql":
+        db = connection.settings_dict
+        env["DATABASE_URL"] = (
+            f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+        )
+    else:
+        env["STEPLAB_SQLITE_PATH"] = str(connection.settings_dict["NAME"])
+    return env
+
+
+def test_leaderboard_and_compare_print_the_statistics(transactional_db):
+    from tests.webapp.evaluation.test_pages import N_TASKS, make_evaluation
+    from trainer_core.envs.arithmetic import arithmetic_tasks
+    from trainer_core.tasks.files import dump_tasks_jsonl
+    from webapp.tasks.services import task_set_import
+
+    task_set, _ = task_set_import(
+        text=dump_tasks_jsonl(arithmetic_tasks("heldout", n=N_TASKS)), name="held-out-cli"
+    )
+    strong = make_evaluation(task_set, "strong", [True] * 38 + [False] * 2)
+    weak = make_evaluation(task_set, "weak", [i % 4 == 0 for i in range(N_TASKS)])
+    env = _db_env()
+    index = _run("leaderboard", env=env)
+    assert index.returncode == 0, index.stderr
+    assert "held-out-cli  (2 evaluations)" in index.stdout
+    board = _run("leaderboard", "--task-set", "held-out-cli", env=env)
+    assert board.returncode == 0, board.stderr
+    lines = [line for line in board.stdout.splitlines() if "(eval " in line]
+    assert lines[0].split()[0] == "1" and "strong" in lines[0]
+    assert lines[1].split()[0] == "2" and "weak" in lines[1]
+    compared = _run("compare", str(weak.pk), str(strong.pk), env=env)
+    assert compared.returncode == 0, compared.stderr
+    assert "40 shared tasks" in compared.stdout
+    mcnemar = next(line for line in compared.stdout.splitlines() if "mcnemar" in line.lower())
+    assert "  yes" in mcnemar and "0.7000" in mcnemar  # effect (38 - 10) / 40
+    missing = _run("compare", "999998", str(strong.pk), env=env)
+    assert missing.returncode != 0 and "no evaluation run 999998" in missing.stderr
 
 
 def test_schema_prints_the_trajectory_json_schema_without_a_database():

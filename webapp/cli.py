@@ -1069,13 +1069,15 @@ def compare_cli(run_a: int, run_b: int, correction: str) -> None:
     click.echo(f"{'test':<28} {'effect':>9} {'p':>9} {'p corr.':>9}  significant")
     for test in [*result.paired, *result.unpaired]:
 
-        def num(v):
-            return f"{v:9.4f}" if v is not None else f"{'—':>9}"
+        def num(v, p=False):
+            if v is None:
+                return f"{'—':>9}"
+            return f"{v:9.3g}" if p else f"{v:9.4f}"
 
         sig = "yes" if test.significant else ("—" if test.significant is None else "no")
         click.echo(
-            f"{test.name:<28} {num(test.effect)} {num(test.p_value)} {num(test.p_adjusted)}  {sig}"
-            + (f"  ({test.note})" if test.note else "")
+            f"{test.name:<28} {num(test.effect)} {num(test.p_value, True)} "
+            f"{num(test.p_adjusted, True)}  {sig}" + (f"  ({test.note})" if test.note else "")
         )
 
 
@@ -1114,6 +1116,34 @@ def leaderboard_cli(task_set_name, metric, correction, every_run) -> None:
         )
 
 
+def _follow_pipeline(pipeline, timeout: float):
+    """Print each stage as it starts and ends, with its job's last message."""
+    from webapp.evaluation.models import PipelineStage
+    from webapp.jobs.models import Job
+
+    start = time.monotonic()
+    seen: dict[int, str] = {}
+    while True:
+        for row in PipelineStage.objects.filter(pipeline=pipeline).select_related("job"):
+            status = row.job.status if row.job else "done"
+            if seen.get(row.pk) != status:
+                seen[row.pk] = status
+                what = f"iteration {row.iteration}" if row.iteration else "baseline"
+                message = (row.job.message if row.job else row.note) or ""
+                click.echo(
+                    f"  [{time.monotonic() - start:5.0f} s] {what} {row.name}: {status}  {message}"
+                )
+        job = Job.objects.get(pk=pipeline.job_id)
+        if job.is_terminal:
+            if job.error:
+                click.echo(click.style(f"  error: {job.error}", fg="red"))
+            return job
+        if time.monotonic() - start > timeout:
+            click.echo(f"  still running after {timeout:.0f} s; see the pipeline page")
+            return job
+        time.sleep(1.0)
+
+
 @db_command("demo")
 @click.option("--name", default="", help="Pipeline name (default demo-<time>).")
 @click.option("--seed", default=0, show_default=True, help="The tiny model's seed.")
@@ -1148,9 +1178,17 @@ def demo_cli(name, seed, config_path, start_worker, timeout) -> None:
         ).exists()
     proc = None
     if start_worker:
+        from django.conf import settings
+
+        logs = Path(settings.STEPLAB_DATA_DIR) / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        log_path = logs / f"demo-worker-{os.getpid()}.log"
         argv = _worker_argv(QUEUES, 2, f"demo-{os.getpid()}@{socket.gethostname()}")
-        proc = subprocess.Popen(argv, cwd=BASE_DIR, start_new_session=True)  # noqa: S603
-        click.echo(f"started a worker (pid {proc.pid}) for the demo")
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(  # noqa: S603
+                argv, cwd=BASE_DIR, start_new_session=True, stdout=log, stderr=subprocess.STDOUT
+            )
+        click.echo(f"started a worker for the demo (pid {proc.pid}, log {log_path})")
     try:
         config = Path(config_path).read_text(encoding="utf-8") if config_path else None
         try:
@@ -1158,7 +1196,7 @@ def demo_cli(name, seed, config_path, start_worker, timeout) -> None:
         except ApplicationError as exc:
             raise click.ClickException(exc.message) from None
         click.echo(f"pipeline {pipeline.name} (id {pipeline.pk}): job {pipeline.job_id}")
-        job = _follow(pipeline.job_id, timeout=timeout)
+        job = _follow_pipeline(pipeline, timeout=timeout)
     finally:
         if proc is not None:
             _stop([proc])

@@ -48,3 +48,15 @@ def ago(moment) -> str:
     from django.utils import timezone
 
     return f"{duration(max(0.0, (timezone.now() - moment).total_seconds()))} ago"
+
+
+@register.filter
+def pvalue(value) -> str:
+    """A p-value to read: 4 decimals, "< 0.0001" below that, "—" when there is none."""
+    if value is None or value == "":
+        return "—"
+    try:
+        p = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    return "< 0.0001" if p < 0.0001 else f"{p:.4f}"
