@@ -78,7 +78,13 @@ def _small_pipeline(tmp_path, name: str):
         name=f"tiny-{name}",
         kind="local",
         model=str(model_dir),
-        parameters={"model_dir": str(model_dir), "temperature": 0.0, "max_new_tokens": 24},
+        parameters={
+            "model_dir": str(model_dir),
+            "temperature": 0.0,
+            "max_new_tokens": 24,
+            "system": "Use the calculator.",
+            "list_tools": False,
+        },
     )
     Policy.objects.get_or_create(name="scripted", kind="scripted")
     rubrics_seed("arithmetic")
@@ -121,6 +127,19 @@ def _assert_complete(pipeline) -> None:
     # iteration 2 collected with the SFT policy at temperature 1
     assert by[(2, "collect")].policy.parameters["temperature"] == 1.0
     assert by[(2, "collect")].policy.parameters["model_dir"] == second.base_checkpoint.path
+    # every registered policy is prompted like the starting one, and trained on that prompt
+    for it in (1, 2):
+        params = by[(it, "register")].policy.parameters
+        assert params["list_tools"] is False and params["system"] == "Use the calculator."
+    import json
+    from pathlib import Path
+
+    from webapp.training.services import dataset_file
+
+    first_row = json.loads(
+        Path(dataset_file(by[(1, "dataset")].dataset)).read_text().splitlines()[0]
+    )
+    assert first_row["messages"][0] == {"role": "system", "content": "Use the calculator."}
     # the reference trajectories of iteration 1: 3 tasks x 2 episodes, stored once each
     collect = by[(1, "collect")].collect_run
     assert Trajectory.objects.filter(metadata__collect_run=collect.pk).count() == 6

@@ -43,7 +43,15 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
         "price_out",
         "extra_body",
     ),
-    "local": ("model_dir", "device", "temperature", "max_new_tokens", "top_p", "system"),
+    "local": (
+        "model_dir",
+        "device",
+        "temperature",
+        "max_new_tokens",
+        "top_p",
+        "system",
+        "list_tools",
+    ),
 }
 
 

@@ -9,7 +9,8 @@ The model is a directory (a Steplab checkpoint or any local model saved with
 
 The policy prompts in the one chat format (:mod:`trainer_core.policies.chat_format`): the system
 prompt (``chat_format.system_prompt(tools, instructions=system)``: ``system`` or a one-line
-default, then the tools and how to call them), the task prompt and the earlier turns become
+default, then the tools and how to call them; with ``list_tools=False`` only the first part, for
+a model trained on its tools), the task prompt and the earlier turns become
 messages, :func:`~.chat_format.tokenize` turns them into the prompt's token
 ids with a generation prompt (the same ids training uses), the model samples until
 ``<|im_end|>`` and :func:`~.chat_format.parse_assistant` reads the action. An output that is not
@@ -131,6 +132,7 @@ class LocalHFPolicy:
         top_p: float = 1.0,
         seed: int | None = None,
         system: str | None = None,
+        list_tools: bool = True,
         return_logprobs: bool = False,
         name: str = "local",
     ):
@@ -142,6 +144,7 @@ class LocalHFPolicy:
         self.top_p = float(top_p)
         self.seed = seed
         self.system = system
+        self.list_tools = bool(list_tools)
         self.return_logprobs = return_logprobs
         self.name = name
         self._model: Any = None
@@ -239,8 +242,16 @@ class LocalHFPolicy:
                 "the policy does not know the task prompt: call reset(task) or start the episode "
                 "with an empty history"
             )
-        system = chat_format.system_prompt(tools, instructions=self.system)
+        system = self.system_text(tools)
         return chat_format.to_messages(prompt=prompt, history=history, system=system)
+
+    def system_text(self, tools: Sequence[ToolSpec]) -> str:
+        """The system message: ``system_prompt(tools, instructions=system)``; with ``list_tools``
+        off, only the instructions (a model fine-tuned on its tools needs no listing, and its
+        prompts are ~4x shorter)."""
+        if not self.list_tools:
+            return (self.system or chat_format.DEFAULT_INSTRUCTIONS).strip()
+        return chat_format.system_prompt(tools, instructions=self.system)
 
     def act(self, observation: str, history: Sequence[Turn], tools: Sequence[ToolSpec]) -> Decision:
         started = time.perf_counter()

@@ -151,6 +151,9 @@ def _items(snapshot: DatasetSnapshot, ids: list[int]) -> dict[int, Any]:
             step_rewards.setdefault(tid, {})[index] = total
     labels = _human_step_labels(ids) if snapshot.label_source == "human" else {}
     tools_cache: dict[str, Any] = {}
+    # the system prompt to train with: the query's (a pipeline passes the one its policy is
+    # prompted with, e.g. instructions only for a model trained on its tools), else the tools'
+    fixed_system = snapshot.query.get("system") if "system" in (snapshot.query or {}) else None
     rows = {
         row.pk: row
         for row in Trajectory.objects.filter(pk__in=ids).only("pk", "environment", "reward")
@@ -172,7 +175,9 @@ def _items(snapshot: DatasetSnapshot, ids: list[int]) -> dict[int, Any]:
             else None,
             step_labels=[labels.get(tid, {}).get(i) for i in range(n)] if tid in labels else None,
             tools=tools,
-            system=system_prompt(tools) if tools else None,
+            system=fixed_system
+            if fixed_system is not None
+            else (system_prompt(tools) if tools else None),
             source={
                 "reward_model": snapshot.reward_model_id,
                 "label_source": snapshot.label_source,

@@ -29,7 +29,7 @@ baseline: true
 seed: 0
 evaluate:
   samples_per_task: 1
-  max_steps: 4
+  max_steps: 3
   concurrency: 2
   seed: 0
 iterations:
@@ -43,16 +43,18 @@ iterations:
   train:
     method: sft
     values:
-      max_steps: 300
+      max_steps: 450
       batch_size: 8
       learning_rate: 0.002
-      warmup_ratio: 0.05
-      max_length: 384
-      save_steps: 0
+      adam_beta2: 0.95
+      warmup_steps: 20
+      lr_schedule: cosine
+      max_length: 256
+      log_every: 10
 - collect:
     policy: current
     episodes_per_task: 8
-    max_steps: 4
+    max_steps: 3
     temperature: 1.0
     num_tasks: 64
   dataset:
@@ -62,22 +64,29 @@ iterations:
     values:
       max_steps: 16
       batch_size: 4
-      learning_rate: 0.0001
+      learning_rate: 0.00005
       beta: 0.0
-      max_length: 384
+      max_length: 256
+      log_every: 1
 """
 
-TRAIN_TASKS = 600
+TRAIN_TASKS = 3600
+DEMO_SYSTEM = "Use the calculator, then submit the answer."
 HELDOUT_TASKS = 100
 
 
-def _tasks_jsonl(split: str, n: int) -> str:
+#: first seed of the demo's held-out tasks within the train split: far from the training seeds
+UNSEEN_SEEDS_START = 500_000
+
+
+def _tasks_jsonl(split: str, n: int, start: int | None = None) -> str:
     from trainer_core.envs.arithmetic import arithmetic_tasks
 
-    return "\n".join(t.model_dump_json(exclude_none=True) for t in arithmetic_tasks(split, n=n))
+    tasks = arithmetic_tasks(split, n=n, start=start)
+    return "\n".join(t.model_dump_json(exclude_none=True) for t in tasks)
 
 
-def _task_set(name: str, split: str, n: int):
+def _task_set(name: str, split: str, n: int, start: int | None = None):
     from webapp.tasks.models import TaskSet
     from webapp.tasks.services import task_set_import
 
@@ -90,7 +99,7 @@ def _task_set(name: str, split: str, n: int):
             "delete it, or run the demo with the same sizes."
         )
     task_set, _ = task_set_import(
-        text=_tasks_jsonl(split, n),
+        text=_tasks_jsonl(split, n, start),
         name=name,
         fmt="jsonl",
         description=f"Tool arithmetic, {split} split, {n} tasks (steplab demo).",
@@ -112,23 +121,71 @@ def demo_setup(
     model_dir = Path(settings.STEPLAB_DATA_DIR) / "models" / f"tiny-arithmetic-seed{seed}"
     if not (model_dir / "config.json").exists():
         build_tiny_model(model_dir, seed=seed)
-    name = f"tiny-base-seed{seed}"
-    policy, _ = Policy.objects.get_or_create(
-        name=name,
+    policy, _ = Policy.objects.update_or_create(
+        name=f"tiny-base-seed{seed}",
         defaults={
             "kind": "local",
             "model": str(model_dir),
-            "parameters": {"model_dir": str(model_dir), "temperature": 0.0, "device": "cpu"},
+            "parameters": {
+                "model_dir": str(model_dir),
+                "temperature": 0.0,
+                "device": "cpu",
+                "max_new_tokens": 64,  # a tool call is ~40 tokens; an untrained model babbles
+                # a model trained on its two tools needs no tool listing: prompts ~4x shorter
+                "system": DEMO_SYSTEM,
+                "list_tools": False,
+            },
             "description": "An untrained ~1M-parameter Llama built locally (steplab demo).",
         },
     )
     train = _task_set(f"arithmetic-demo-train-{train_tasks}", "train", train_tasks)
-    heldout = _task_set(f"arithmetic-demo-heldout-{heldout_tasks}", "heldout", heldout_tasks)
+    heldout = _task_set(
+        f"arithmetic-demo-unseen-seeds-{heldout_tasks}",
+        "train",
+        heldout_tasks,
+        start=UNSEEN_SEEDS_START,
+    )
     rubrics_seed("arithmetic")
     reward_model = RewardModel.objects.filter(domain="arithmetic").order_by("-version").first()
     if reward_model is None:
         reward_model = reward_model_create(domain="arithmetic", note="rules only (steplab demo)")
     return policy, train, heldout, reward_model
+
+
+def far_task_set(heldout_tasks: int = HELDOUT_TASKS):
+    """Held-out tasks of another number range too (the arithmetic ``heldout`` split: operands
+    50-99, where training saw 2-49)."""
+    return _task_set(f"arithmetic-demo-far-{heldout_tasks}", "heldout", heldout_tasks)
+
+
+def demo_far_evaluations(pipeline, *, user=None) -> list:
+    """Evaluate the pipeline's starting policy and every policy it registered on
+    :func:`far_task_set`, with the pipeline's evaluation settings (launched as jobs)."""
+    from webapp.evaluation.models import PipelineStage
+    from webapp.evaluation.pipeline import parse_config
+    from webapp.evaluation.services import evaluation_launch
+
+    config = parse_config(pipeline.config).evaluate
+    far = far_task_set()
+    policies = [pipeline.base_policy] + [
+        row.policy
+        for row in PipelineStage.objects.filter(pipeline=pipeline, name="register")
+        .exclude(policy=None)
+        .order_by("iteration")
+    ]
+    return [
+        evaluation_launch(
+            policy=policy,
+            task_set=far,
+            samples_per_task=config.samples_per_task,
+            max_steps=config.max_steps,
+            concurrency=config.concurrency,
+            seed=config.seed,
+            name=f"{pipeline.name} far {policy.name}",
+            user=user,
+        )
+        for policy in policies
+    ]
 
 
 def demo_launch(*, name: str = "", config: Any = None, seed: int = 0, user=None, **sizes):

@@ -114,8 +114,19 @@ def pipeline_launch(
     user=None,
 ) -> Pipeline:
     from webapp.jobs.services import job_enqueue
+    from webapp.training.services import form_fields
 
     parsed = parse_config(config)
+    for number, iteration in enumerate(parsed.iterations):
+        known = {f["name"] for f in form_fields(iteration.train.method)}
+        unknown = sorted(set(iteration.train.values) - known)
+        if unknown:
+            raise ApplicationError(
+                f"The pipeline configuration is invalid: iterations.{number}.train.values: "
+                f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not "
+                f"{iteration.train.method.upper()} option(s); the options are "
+                f"{', '.join(sorted(known))}."
+            )
     if Pipeline.objects.filter(name=name).exists():
         raise ApplicationError(f"A pipeline named {name!r} exists already; choose another name.")
     base_model = (base_policy.parameters or {}).get("model_dir") or base_policy.model
@@ -222,6 +233,26 @@ def _sampling_policy(policy, temperature: float | None):
     return sibling
 
 
+PROMPT_PARAMETERS = ("system", "list_tools", "max_new_tokens", "top_p", "device")
+
+
+def prompt_parameters(policy) -> dict[str, Any]:
+    """How the starting policy is prompted and decodes: every policy the pipeline registers is
+    prompted the same way, and its training data carries the same system prompt."""
+    parameters = policy.parameters or {}
+    return {k: parameters[k] for k in PROMPT_PARAMETERS if k in parameters}
+
+
+def training_system(policy) -> str | None:
+    """The system prompt to train with when it is not the tools' listing (``list_tools`` off)."""
+    from trainer_core.policies.chat_format import DEFAULT_INSTRUCTIONS
+
+    parameters = policy.parameters or {}
+    if parameters.get("list_tools", True):
+        return None
+    return (parameters.get("system") or DEFAULT_INSTRUCTIONS).strip()
+
+
 def _check_finished(pipeline: Pipeline, iteration: int, name: str) -> None:
     """Refuse to go on when the stage before did not succeed (with what to do)."""
     row = _stage(pipeline, iteration, name)
@@ -322,6 +353,9 @@ def _launch(ctx: JobContext, pipeline: Pipeline, config: PipelineConfig, it: int
         spec = config.iterations[it - 1].dataset
         collect = _stage(pipeline, it, "collect").collect_run
         query: dict[str, Any] = {"collect_run": collect.pk, "splits": {"train": 1.0}}
+        system = training_system(pipeline.base_policy)
+        if system is not None:
+            query["system"] = system
         if spec.outcome:
             query["outcome"] = spec.outcome
         if spec.min_score is not None:
@@ -359,6 +393,10 @@ def _launch(ctx: JobContext, pipeline: Pipeline, config: PipelineConfig, it: int
         row.policy = checkpoint_register(
             checkpoint=checkpoint, name=f"{pipeline.name}-i{it}"[:120], user=user
         )
+        inherited = prompt_parameters(pipeline.base_policy)
+        if inherited:
+            row.policy.parameters = {**row.policy.parameters, **inherited}
+            row.policy.save(update_fields=["parameters"])
         row.training_run = training
         row.note = f"checkpoint step {checkpoint.step}"
     row.save()

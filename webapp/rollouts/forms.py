@@ -24,7 +24,9 @@ class PolicyForm(forms.Form):
         help_text='JSON. API policies: {"api_key_env": "ANTHROPIC_API_KEY", "base_url": ..., '
         '"temperature": 0, "max_tokens": 1024, "system": ..., "price_in": ..., "price_out": ...}. '
         'Scripted: {"mistakes": {"wrong_answer": 0.3}, "delay": 0}. Local: {"model_dir": ..., '
-        '"device": "auto"}. Never put a key here: name the environment variable that holds it.',
+        '"device": "auto", "temperature": 0, "max_new_tokens": 256, "system": ..., "list_tools": '
+        "true (false: prompt with the system text only, for a model trained on its tools)}. "
+        "Never put a key here: name the environment variable that holds it.",
     )
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 

@@ -23,3 +23,19 @@ def test_api_key_env_must_name_a_variable():
     check_parameters("anthropic", "claude-x", "native", {"api_key_env": "ANTHROPIC_API_KEY"})
     with pytest.raises(ConfigError, match="NAME of an environment variable"):
         check_parameters("anthropic", "claude-x", "native", {"api_key_env": "sk-ant-123"})
+
+
+def test_a_local_policy_can_prompt_with_its_instructions_only():
+    from trainer_core.policies.factory import build_policy
+    from trainer_core.training.tiny import arithmetic_tools
+
+    tools = arithmetic_tools()
+    listed = build_policy("local", parameters={"model_dir": "/m", "system": "Use the calculator."})
+    short = build_policy(
+        "local",
+        parameters={"model_dir": "/m", "system": "Use the calculator.", "list_tools": False},
+    )
+    assert short.system_text(tools) == "Use the calculator."
+    full = listed.system_text(tools)
+    assert full.startswith("Use the calculator.") and "calculator" in full[20:]
+    assert len(full) > 4 * len(short.system_text(tools))
