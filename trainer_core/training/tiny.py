@@ -17,6 +17,7 @@ decoding on the held-out split (other seeds, operands 50-99 where training saw 2
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -305,6 +306,8 @@ def learnability(
     adam_beta2: float = 0.95,
     seed: int = 0,
     system: str | None = LEARNABILITY_SYSTEM,
+    model: dict[str, Any] | None = None,
+    train_options: dict[str, Any] | None = None,
     on_progress: Any = None,
 ) -> dict[str, Any]:
     """The proof of learning. Reference episodes of ``train_episodes`` tasks of the
@@ -313,7 +316,9 @@ def learnability(
     model built here is trained on them by :func:`trainer_core.training.sft.train`; before and
     after, greedy decoding on ``eval_episodes`` held-out tasks gives the exact-action accuracy
     (teacher-forced history, tool and arguments equal to the reference's) and the success rate
-    of whole episodes played in the environment. Returns the figures and timings."""
+    of whole episodes played in the environment. ``model``: arguments of
+    :func:`build_tiny_model`; ``train_options``: more :class:`SFTConfig` fields. Returns the
+    figures and timings."""
     import time
 
     from trainer_core.envs.arithmetic import arithmetic_tasks
@@ -332,7 +337,7 @@ def learnability(
         for trajectory in reference:
             messages = chat_format.trajectory_to_messages(trajectory, system=system)
             fh.write(json.dumps({"messages": messages}) + "\n")
-    base = build_tiny_model(workdir / "base", seed=seed)
+    base = build_tiny_model(workdir / "base", seed=seed, **(model or {}))
 
     def evaluate(model_dir: Path) -> dict[str, float]:
         model, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
@@ -347,9 +352,9 @@ def learnability(
             "episodes": len(wins),
         }
 
-    model, _ = load_model_and_tokenizer(base, device="cpu")
-    parameters = count_parameters(model)
-    del model
+    loaded, _ = load_model_and_tokenizer(base, device="cpu")
+    parameters = count_parameters(loaded)
+    del loaded
     before = evaluate(base)
     setup_seconds = time.perf_counter() - started
     config = SFTConfig(
@@ -367,6 +372,7 @@ def learnability(
         device="cpu",
         log_every=10,
     )
+    config = dataclasses.replace(config, **(train_options or {}))
     train_started = time.perf_counter()
     result = train(config, on_progress=on_progress)
     train_seconds = time.perf_counter() - train_started
