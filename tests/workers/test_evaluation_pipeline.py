@@ -124,6 +124,7 @@ def _assert_complete(pipeline) -> None:
     assert first.base_checkpoint is None and second.base_checkpoint is not None
     assert second.base_checkpoint.policy_id == by[(1, "register")].policy_id
     assert second.method == "grpo" and by[(2, "dataset")].dataset.kind == "grpo"
+    assert second.config["group_size"] == 2  # every collected sample of a task, by default
     # iteration 2 collected with the SFT policy at temperature 1
     assert by[(2, "collect")].policy.parameters["temperature"] == 1.0
     assert by[(2, "collect")].policy.parameters["model_dir"] == second.base_checkpoint.path

@@ -374,12 +374,16 @@ def _launch(ctx: JobContext, pipeline: Pipeline, config: PipelineConfig, it: int
         spec = config.iterations[it - 1].train
         dataset = _stage(pipeline, it, "dataset").dataset
         checkpoint = _current_checkpoint(pipeline, it)
+        values = dict(spec.values)
+        if spec.method == "grpo" and "group_size" not in values:
+            # offline GRPO takes at most group_size completions of a group: all of them
+            values["group_size"] = config.iterations[it - 1].collect.episodes_per_task
         run = training_launch(
             method=spec.method,
             dataset=dataset,
             base_model="" if checkpoint else pipeline.base_model,
             checkpoint=checkpoint,
-            values=dict(spec.values),
+            values=values,
             name=f"{prefix} {spec.method}",
             user=user,
             parent_job=parent,
