@@ -53,17 +53,17 @@ iterations:
       log_every: 10
 - collect:
     policy: current
-    episodes_per_task: 8
+    episodes_per_task: 4
     max_steps: 3
     temperature: 1.0
-    num_tasks: 64
+    num_tasks: 128
   dataset:
     kind: grpo
   train:
     method: grpo
     values:
       max_steps: 16
-      batch_size: 4
+      batch_size: 8
       learning_rate: 0.00005
       beta: 0.0
       max_length: 256
