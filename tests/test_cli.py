@@ -69,16 +69,7 @@ def test_jobs_commands_show_and_cancel(transactional_db):
     from webapp.jobs.models import Job, JobStatus
 
     job = Job.objects.create(kind="diagnostic", celery_task_id="t", message="Waiting for a worker.")
-    from django.db import connection
-
-    env = dict(os.environ)
-    if connection.vendor == "postgresql":
-        db = connection.settings_dict
-        env["DATABASE_URL"] = (
-            f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-        )
-    else:
-        env["STEPLAB_SQLITE_PATH"] = str(connection.settings_dict["NAME"])
+    env = _db_env()
     listed = _run("jobs", "list", env=env)
     assert listed.returncode == 0, listed.stderr
     assert f"{job.pk:>6}  diagnostic" in listed.stdout
@@ -161,18 +152,9 @@ def test_validate_tasks_names_the_line_and_field(tmp_path):
 
 @pytest.mark.django_db
 def test_tasks_import_is_all_or_nothing_from_the_cli(transactional_db, tmp_path):
-    from django.db import connection
-
     from webapp.tasks.models import TaskSet
 
-    env = dict(os.environ)
-    if connection.vendor == "postgresql":
-        db = connection.settings_dict
-        env["DATABASE_URL"] = (
-            f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-        )
-    else:
-        env["STEPLAB_SQLITE_PATH"] = str(connection.settings_dict["NAME"])
+    env = _db_env()
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "prompt": "ok"}\n{"id": "b", "prompt": 5}\n')
     proc = _run("tasks", "import", str(bad), "--set", "cli-set", env=env)

@@ -590,6 +590,20 @@ def serve(host: str, port: int, concurrency: int) -> None:
 # --- policies and rollouts ----------------------------------------------------------------------
 
 
+def _task_set_and_policy(task_set_name: str, policy_name: str):
+    """The named task set and policy, or a clear error saying where to look."""
+    from webapp.rollouts.models import Policy
+    from webapp.tasks.models import TaskSet
+
+    task_set = TaskSet.objects.filter(name=task_set_name).first()
+    policy = Policy.objects.filter(name=policy_name).first()
+    if task_set is None:
+        raise click.ClickException(f"no task set {task_set_name!r}; see `steplab tasks list`")
+    if policy is None:
+        raise click.ClickException(f"no policy {policy_name!r}; see `steplab policies list`")
+    return task_set, policy
+
+
 @main.command("collect")
 @click.argument("tasks_file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--env", "env_id", default=None, help="Environment id (default: each task's own).")
@@ -729,16 +743,9 @@ def rollouts_launch(
 ) -> None:  # fmt: skip
     """Launch a collect run (a job fanned out over the rollouts queue) and follow it."""
     from webapp.common.errors import ApplicationError
-    from webapp.rollouts.models import Policy
     from webapp.rollouts.services import collect_launch
-    from webapp.tasks.models import TaskSet
 
-    task_set = TaskSet.objects.filter(name=task_set_name).first()
-    policy = Policy.objects.filter(name=policy_name).first()
-    if task_set is None:
-        raise click.ClickException(f"no task set {task_set_name!r}; see `steplab tasks list`")
-    if policy is None:
-        raise click.ClickException(f"no policy {policy_name!r}; see `steplab policies list`")
+    task_set, policy = _task_set_and_policy(task_set_name, policy_name)
     try:
         run = collect_launch(
             task_set=task_set,
@@ -1017,15 +1024,8 @@ def eval_cli(task_set_name, policy_name, samples, max_steps, concurrency, seed, 
     from webapp.common.errors import ApplicationError
     from webapp.evaluation.models import EvaluationRun
     from webapp.evaluation.services import evaluation_launch
-    from webapp.rollouts.models import Policy
-    from webapp.tasks.models import TaskSet
 
-    task_set = TaskSet.objects.filter(name=task_set_name).first()
-    policy = Policy.objects.filter(name=policy_name).first()
-    if task_set is None:
-        raise click.ClickException(f"no task set {task_set_name!r}; see `steplab tasks list`")
-    if policy is None:
-        raise click.ClickException(f"no policy {policy_name!r}; see `steplab policies list`")
+    task_set, policy = _task_set_and_policy(task_set_name, policy_name)
     try:
         run = evaluation_launch(
             policy=policy, task_set=task_set, samples_per_task=samples, max_steps=max_steps,
