@@ -1156,11 +1156,7 @@ def _follow_pipeline(pipeline, timeout: float):
     help="Start a worker for the demo (default: when none is alive).",
 )  # fmt: skip
 @click.option("--timeout", default=1800.0, show_default=True, help="Seconds to wait.")
-@click.option(
-    "--far-range/--no-far-range", default=True, show_default=True,
-    help="Also evaluate every policy on operands 50-99 (training saw 2-49).",
-)  # fmt: skip
-def demo_cli(name, seed, config_path, start_worker, timeout, far_range) -> None:
+def demo_cli(name, seed, config_path, start_worker, timeout) -> None:
     """Teach a tiny local model tool arithmetic through the whole loop: baseline → SFT on
     reference trajectories → GRPO on its own samples, evaluated on held-out tasks. Runs as a
     pipeline on the workers; the results stay in the app (Leaderboards → Pipelines)."""
@@ -1169,8 +1165,8 @@ def demo_cli(name, seed, config_path, start_worker, timeout, far_range) -> None:
     from django.utils import timezone
 
     from webapp.common.errors import ApplicationError
-    from webapp.evaluation.demo import demo_far_evaluations, demo_launch
-    from webapp.evaluation.models import EvaluationRun, Pipeline
+    from webapp.evaluation.demo import demo_launch
+    from webapp.evaluation.models import Pipeline
     from webapp.evaluation.selectors import pipeline_curve
     from webapp.jobs.models import WorkerPresence
 
@@ -1201,12 +1197,6 @@ def demo_cli(name, seed, config_path, start_worker, timeout, far_range) -> None:
             raise click.ClickException(exc.message) from None
         click.echo(f"pipeline {pipeline.name} (id {pipeline.pk}): job {pipeline.job_id}")
         job = _follow_pipeline(pipeline, timeout=timeout)
-        far = []
-        if job.status == "succeeded" and far_range:
-            far = demo_far_evaluations(Pipeline.objects.get(pk=pipeline.pk))
-            click.echo(f"evaluating {len(far)} policies on operands 50-99 too (another range)…")
-            for run in far:
-                _follow(run.job_id, timeout=timeout)
     finally:
         if proc is not None:
             _stop([proc])
@@ -1224,16 +1214,6 @@ def demo_cli(name, seed, config_path, start_worker, timeout, far_range) -> None:
         if test:
             click.echo(
                 f"  {c['label']}: effect {test['effect']:+.3f}, exact McNemar p={test['p_value']:.4g}"
-            )
-    if far:
-        click.echo("another number range (operands 50-99; training saw 2-49), 95% Wilson:")
-        for run in far:
-            run = EvaluationRun.objects.select_related("policy").get(pk=run.pk)
-            m = run.metrics or {}
-            click.echo(
-                f"  {run.policy.name:<32} "
-                f"{_fmt_interval(m.get('success_rate'), m.get('success_low'), m.get('success_high'))}"
-                f"  n={m.get('n', 0)}"
             )
     click.echo(
         f"wall time {time.monotonic() - started:.0f} s; see /leaderboards/pipelines/{pipeline.pk}/"

@@ -19,6 +19,13 @@ from trainer_core.tasks.model import Task, ToolCall
 SPLITS: dict[str, tuple[int, int, int, int]] = {
     "train": (0, 1_000_000, 2, 49),
     "heldout": (1_000_000, 2_000_000, 50, 99),
+    # operands 2-49 or 100-499 (never 50-99): every digit pair of a held-out number occurs in
+    # training (52 inside 152), its value never does — held out by seed and by number range
+    "train_wide": (2_000_000, 3_000_000, 2, 499),
+}
+# splits whose operands come from several ranges (each operand: a range at random, then a number)
+OPERAND_RANGES: dict[str, tuple[tuple[int, int], ...]] = {
+    "train_wide": ((2, 49), (100, 499)),
 }
 
 _BINARY = {
@@ -91,7 +98,11 @@ def arithmetic_task(seed: int, split: str = "train") -> Task:
         raise ConfigError(f"seed {seed} is not in the {split} split (seeds {first}..{last - 1})")
     rng = random.Random(f"steplab-arithmetic:{seed}")
     n_ops = rng.choice((1, 2))
-    numbers = [rng.randint(lo, hi) for _ in range(n_ops + 1)]
+    ranges = OPERAND_RANGES.get(split)
+    if ranges is None:
+        numbers = [rng.randint(lo, hi) for _ in range(n_ops + 1)]
+    else:
+        numbers = [rng.randint(*rng.choice(ranges)) for _ in range(n_ops + 1)]
     ops = [rng.choice(("+", "-", "*")) for _ in range(n_ops)]
     expression = str(numbers[0])
     for op, number in zip(ops, numbers[1:], strict=True):

@@ -1,8 +1,9 @@
 """``steplab demo``: the whole loop on tool arithmetic, through the app's jobs and database.
 
 It builds a tiny model locally (random weights, a tokenizer trained on the spot — nothing is
-downloaded), registers it as a local-model policy, loads a train task set (operands 2-49) and a
-held-out one (other seeds, operands 50-99), and launches a pipeline:
+downloaded), registers it as a local-model policy, loads a train task set (the ``train_wide`` split: operands
+2-49 or 100-499) and a held-out one (the ``heldout`` split: other seeds, operands 50-99 — values
+never seen in training, made of digit pairs that were), and launches a pipeline:
 
 - baseline: the untrained model on the held-out tasks;
 - iteration 1: collect reference trajectories (the scripted policy) → score → SFT dataset of the
@@ -43,7 +44,7 @@ iterations:
   train:
     method: sft
     values:
-      max_steps: 450
+      max_steps: 900
       batch_size: 8
       learning_rate: 0.002
       adam_beta2: 0.95
@@ -66,6 +67,9 @@ iterations:
       batch_size: 8
       learning_rate: 0.00005
       beta: 0.0
+      # each step's own advantage from its reward-to-go (the rules score every step): the
+      # calculator call and the submission get credit apart
+      step_level_advantage: true
       max_length: 256
       log_every: 1
 """
@@ -73,10 +77,6 @@ iterations:
 TRAIN_TASKS = 3600
 DEMO_SYSTEM = "Use the calculator, then submit the answer."
 HELDOUT_TASKS = 100
-
-
-#: first seed of the demo's held-out tasks within the train split: far from the training seeds
-UNSEEN_SEEDS_START = 500_000
 
 
 def _tasks_jsonl(split: str, n: int, start: int | None = None) -> str:
@@ -138,54 +138,13 @@ def demo_setup(
             "description": "An untrained ~1M-parameter Llama built locally (steplab demo).",
         },
     )
-    train = _task_set(f"arithmetic-demo-train-{train_tasks}", "train", train_tasks)
-    heldout = _task_set(
-        f"arithmetic-demo-unseen-seeds-{heldout_tasks}",
-        "train",
-        heldout_tasks,
-        start=UNSEEN_SEEDS_START,
-    )
+    train = _task_set(f"arithmetic-demo-train-{train_tasks}", "train_wide", train_tasks)
+    heldout = _task_set(f"arithmetic-demo-heldout-{heldout_tasks}", "heldout", heldout_tasks)
     rubrics_seed("arithmetic")
     reward_model = RewardModel.objects.filter(domain="arithmetic").order_by("-version").first()
     if reward_model is None:
         reward_model = reward_model_create(domain="arithmetic", note="rules only (steplab demo)")
     return policy, train, heldout, reward_model
-
-
-def far_task_set(heldout_tasks: int = HELDOUT_TASKS):
-    """Held-out tasks of another number range too (the arithmetic ``heldout`` split: operands
-    50-99, where training saw 2-49)."""
-    return _task_set(f"arithmetic-demo-far-{heldout_tasks}", "heldout", heldout_tasks)
-
-
-def demo_far_evaluations(pipeline, *, user=None) -> list:
-    """Evaluate the pipeline's starting policy and every policy it registered on
-    :func:`far_task_set`, with the pipeline's evaluation settings (launched as jobs)."""
-    from webapp.evaluation.models import PipelineStage
-    from webapp.evaluation.pipeline import parse_config
-    from webapp.evaluation.services import evaluation_launch
-
-    config = parse_config(pipeline.config).evaluate
-    far = far_task_set()
-    policies = [pipeline.base_policy] + [
-        row.policy
-        for row in PipelineStage.objects.filter(pipeline=pipeline, name="register")
-        .exclude(policy=None)
-        .order_by("iteration")
-    ]
-    return [
-        evaluation_launch(
-            policy=policy,
-            task_set=far,
-            samples_per_task=config.samples_per_task,
-            max_steps=config.max_steps,
-            concurrency=config.concurrency,
-            seed=config.seed,
-            name=f"{pipeline.name} far {policy.name}",
-            user=user,
-        )
-        for policy in policies
-    ]
 
 
 def demo_launch(*, name: str = "", config: Any = None, seed: int = 0, user=None, **sizes):

@@ -55,6 +55,25 @@ def test_tasks_are_deterministic_and_the_splits_are_disjoint():
         arithmetic_task(1_500_000, "train")
 
 
+def test_the_wide_train_split_never_uses_a_held_out_number_but_covers_its_digit_pairs():
+    wide = arithmetic_tasks("train_wide", n=2000)
+    heldout = arithmetic_tasks("heldout", n=500)
+    assert not {t.id for t in wide} & {t.id for t in heldout}
+    numbers = [int(x) for t in wide for x in t.metadata["expression"].split() if x.isdigit()]
+    assert all(2 <= n <= 49 or 100 <= n <= 499 for n in numbers)
+    assert any(n >= 100 for n in numbers) and any(n <= 49 for n in numbers)
+    seen_pairs = {s[i : i + 2] for s in map(str, numbers) for i in range(len(s) - 1)}
+    for task in heldout:
+        for x in task.metadata["expression"].split():
+            if x.isdigit():
+                assert x in seen_pairs  # 52 occurs in training inside 152, 252...
+    # the train and held-out splits draw exactly as before (one range each)
+    assert (
+        arithmetic_task(7).metadata["expression"]
+        == arithmetic_tasks("train", n=8)[7].metadata["expression"]
+    )
+
+
 def test_reset_with_a_seed_generates_the_seeds_task_and_aliases_work():
     env = make("steplab/arithmetic", split="heldout")
     ts = env.reset(seed=3)
