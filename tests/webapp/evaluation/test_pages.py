@@ -189,3 +189,27 @@ def test_pipeline_config_errors_name_the_field():
 
     config = parse_config(DEFAULT_PIPELINE_YAML)
     assert [i.train.method for i in config.iterations] == ["sft", "grpo"]
+
+
+def test_every_checkpoint_is_evaluated_once_and_plotted_by_step(client, make_user, task_set):
+    from webapp.evaluation.selectors import checkpoint_curve
+    from webapp.evaluation.services import checkpoints_evaluate
+    from webapp.training.models import Checkpoint, TrainingRun
+
+    run = TrainingRun.objects.create(method="sft", base_model="/models/base", output_dir="/o")
+    for step in (20, 10):
+        Checkpoint.objects.create(run=run, step=step, path=f"/o/checkpoint-{step}")
+    launched = checkpoints_evaluate(training_run=run, task_set=task_set, samples_per_task=2)
+    assert [r.checkpoint.step for r in launched] == [10, 20]
+    assert all(r.policy.kind == "local" and r.samples_per_task == 2 for r in launched)
+    assert checkpoints_evaluate(training_run=run, task_set=task_set, samples_per_task=2) == []
+    assert checkpoint_curve(run) == []  # nothing finished yet
+    for run_row, rate in zip(launched, (0.25, 0.75), strict=True):
+        run_row.metrics = {"success_rate": rate, "success_low": 0.1, "success_high": 0.9, "n": 8}
+        run_row.save()
+        Job.objects.filter(pk=run_row.job_id).update(status=JobStatus.SUCCEEDED)
+    curve = checkpoint_curve(run)
+    assert [(p["step"], p["success_rate"]) for p in curve] == [(10, 0.25), (20, 0.75)]
+    client.force_login(make_user(Role.VIEWER))
+    page = client.get(reverse("training:detail", args=[run.pk])).content.decode()
+    assert 'id="curve-data"' in page and "step 20" in page
