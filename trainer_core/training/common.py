@@ -414,6 +414,52 @@ def make_accelerator(config: TrainConfig) -> Any:
     return Accelerator(cpu=cpu, mixed_precision=mixed)
 
 
+def start_run(config: TrainConfig) -> tuple[Any, int, int, int]:
+    """What every trainer does first: validate ``config``, make its accelerator, and split
+    ``batch_size`` over the processes. Returns ``(accelerator, world, rank, per_process)``."""
+    config.validate()
+    accelerator = make_accelerator(config)
+    world, rank = accelerator.num_processes, accelerator.process_index
+    if config.batch_size % world:
+        raise ConfigError(
+            f"batch_size {config.batch_size} does not split over {world} processes; use a "
+            "multiple of the number of processes"
+        )
+    return accelerator, world, rank, config.batch_size // world
+
+
+def load_seeded(config: TrainConfig, accelerator: Any) -> tuple[Any, Any]:
+    """Seed every generator, then load ``config.model_dir`` (with LoRA adapters when
+    ``lora_r``) in the config's precision on the accelerator's device."""
+    set_seed(config.seed)
+    return load_model_and_tokenizer(
+        config.model_dir,
+        dtype=weights_dtype(config),
+        device=accelerator.device,
+        lora_r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+    )
+
+
+def checkpoint_due(config: TrainConfig, step: int) -> bool:
+    """Whether ``step`` is saved: every ``save_every`` steps and the last one. Trainers save
+    before they report the step, so a callback that stops the run (a cancel) keeps it."""
+    return step == config.max_steps or bool(config.save_every and step % config.save_every == 0)
+
+
+def finish_run(
+    config: TrainConfig, *, loss: float, step: int, last_dir: str, history: list[dict[str, Any]]
+) -> TrainResult:
+    """The run's result; a run resumed from a checkpoint already at ``max_steps`` saved nothing
+    new, and its checkpoint is that one."""
+    if not last_dir:
+        last_dir = str(find_checkpoint(config.resume_from))
+    return TrainResult(
+        final_loss=loss, steps=step, checkpoint_dir=last_dir, metrics_history=history
+    )
+
+
 # --------------------------------------------------------------------------- models
 
 

@@ -56,16 +56,17 @@ from trainer_core.training.common import (
     Encoded,
     TrainConfig,
     TrainResult,
+    checkpoint_due,
     collate,
     encode_messages,
-    load_model_and_tokenizer,
-    make_accelerator,
+    finish_run,
+    load_seeded,
     make_optimizer_and_scheduler,
     option,
     read_jsonl,
     report,
     sequence_logprobs,
-    set_seed,
+    start_run,
     weights_dtype,
     with_tools_system,
 )
@@ -360,27 +361,11 @@ def train(
     chosen and rejected and their margin)."""
     import torch
 
-    config.validate()
-    accelerator = make_accelerator(config)
-    world, rank = accelerator.num_processes, accelerator.process_index
-    if config.batch_size % world:
-        raise ConfigError(
-            f"batch_size {config.batch_size} does not split over {world} processes; use a "
-            "multiple of the number of processes"
-        )
-    per_process = config.batch_size // world
+    accelerator, world, rank, per_process = start_run(config)
 
     # 1. data and model
     rows = read_jsonl(config.dataset)
-    set_seed(config.seed)
-    model, tokenizer = load_model_and_tokenizer(
-        config.model_dir,
-        dtype=weights_dtype(config),
-        device=accelerator.device,
-        lora_r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-    )
+    model, tokenizer = load_seeded(config, accelerator)
     pad_id = tokenizer.pad_token_id
     pairs, dropped = encode_pairs(rows, tokenizer, config)
     if not pairs:
@@ -476,6 +461,12 @@ def train(
         loss_value = means["loss"]
         seconds = time.perf_counter() - started
 
+        # Checkpoint before reporting: a callback that stops the run (a cancel) keeps this step.
+        if checkpoint_due(config, step):
+            path = checkpointer.save(
+                step, model, tokenizer, optimizer, scheduler, config, {"loss": loss_value}
+            )
+            last_dir = str(path)
         if step % config.log_every == 0 or step == config.max_steps:
             metrics = {
                 "step": step,
@@ -500,14 +491,5 @@ def train(
                 message=f"step {step}/{config.max_steps} loss {loss_value:.4f} margin "
                 f"{metrics['rewards/margin']:.4f}",
             )
-        if step == config.max_steps or (config.save_every and step % config.save_every == 0):
-            path = checkpointer.save(
-                step, model, tokenizer, optimizer, scheduler, config, {"loss": loss_value}
-            )
-            last_dir = str(path)
 
-    if not last_dir:
-        last_dir = str(Path(config.resume_from))
-    return TrainResult(
-        final_loss=loss_value, steps=step, checkpoint_dir=last_dir, metrics_history=history
-    )
+    return finish_run(config, loss=loss_value, step=step, last_dir=last_dir, history=history)

@@ -54,7 +54,6 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from trainer_core.errors import ConfigError, InputError
@@ -64,15 +63,15 @@ from trainer_core.training.common import (
     Checkpointer,
     TrainConfig,
     TrainResult,
+    checkpoint_due,
     collate,
-    load_model_and_tokenizer,
-    make_accelerator,
+    finish_run,
+    load_seeded,
     make_optimizer_and_scheduler,
     option,
     read_jsonl,
     report,
-    set_seed,
-    weights_dtype,
+    start_run,
 )
 from trainer_core.training.dpo import (
     batch_indices,
@@ -350,26 +349,10 @@ def train(
     completions and, online, their success rate)."""
     import torch
 
-    config.validate()
-    accelerator = make_accelerator(config)
-    world, rank = accelerator.num_processes, accelerator.process_index
-    if config.batch_size % world:
-        raise ConfigError(
-            f"batch_size {config.batch_size} does not split over {world} processes; use a "
-            "multiple of the number of processes"
-        )
-    per_process = config.batch_size // world
+    accelerator, world, rank, per_process = start_run(config)
 
     # 1. model and prompts
-    set_seed(config.seed)
-    model, tokenizer = load_model_and_tokenizer(
-        config.model_dir,
-        dtype=weights_dtype(config),
-        device=accelerator.device,
-        lora_r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-    )
+    model, tokenizer = load_seeded(config, accelerator)
     pad_id = tokenizer.pad_token_id
     tasks: list[Any] = []
     groups: list[Group] = []
@@ -475,6 +458,12 @@ def train(
         loss_value = float(accelerator.reduce(loss_sum, reduction="mean"))
         seconds = time.perf_counter() - started
 
+        # Checkpoint before reporting: a callback that stops the run (a cancel) keeps this step.
+        if checkpoint_due(config, step):
+            path = checkpointer.save(
+                step, model, tokenizer, optimizer, scheduler, config, {"loss": loss_value}
+            )
+            last_dir = str(path)
         if step % config.log_every == 0 or step == config.max_steps:
             count = max(1.0, float(stats[1]))
             metrics = {
@@ -500,14 +489,5 @@ def train(
                 message=f"step {step}/{config.max_steps} loss {loss_value:.4f} reward "
                 f"{metrics['reward']:.3f}",
             )
-        if step == config.max_steps or (config.save_every and step % config.save_every == 0):
-            path = checkpointer.save(
-                step, model, tokenizer, optimizer, scheduler, config, {"loss": loss_value}
-            )
-            last_dir = str(path)
 
-    if not last_dir:
-        last_dir = str(Path(config.resume_from))
-    return TrainResult(
-        final_loss=loss_value, steps=step, checkpoint_dir=last_dir, metrics_history=history
-    )
+    return finish_run(config, loss=loss_value, step=step, last_dir=last_dir, history=history)

@@ -66,18 +66,17 @@ from trainer_core.training.common import (
     Encoded,
     TrainConfig,
     TrainResult,
+    checkpoint_due,
     collate,
     encode_messages,
-    find_checkpoint,
-    load_model_and_tokenizer,
-    make_accelerator,
+    finish_run,
+    load_seeded,
     make_optimizer_and_scheduler,
     option,
     read_jsonl,
     report,
-    set_seed,
+    start_run,
     token_logprobs,
-    weights_dtype,
     with_tools_system,
 )
 
@@ -311,27 +310,11 @@ def train(
     logged metrics."""
     import torch
 
-    config.validate()
-    accelerator = make_accelerator(config)
-    world, rank = accelerator.num_processes, accelerator.process_index
-    if config.batch_size % world:
-        raise ConfigError(
-            f"batch_size {config.batch_size} does not split over {world} processes; use a "
-            "multiple of the number of processes"
-        )
-    per_process = config.batch_size // world
+    accelerator, world, rank, per_process = start_run(config)
 
     # 1. data
     rows = read_jsonl(config.dataset)
-    set_seed(config.seed)
-    model, tokenizer = load_model_and_tokenizer(
-        config.model_dir,
-        dtype=weights_dtype(config),
-        device=accelerator.device,
-        lora_r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-    )
+    model, tokenizer = load_seeded(config, accelerator)
     examples, dropped = build_examples(rows, tokenizer, config)
     if not examples:
         raise InputError(
@@ -391,7 +374,7 @@ def train(
         seconds = time.perf_counter() - started
 
         # Checkpoint before reporting: a callback that stops the run (a cancel) keeps this step.
-        if step == config.max_steps or (config.save_every and step % config.save_every == 0):
+        if checkpoint_due(config, step):
             path = checkpointer.save(
                 step, model, tokenizer, optimizer, scheduler, config, {"loss": loss_value}
             )
@@ -414,11 +397,7 @@ def train(
                 message=f"step {step}/{config.max_steps} loss {loss_value:.4f}",
             )
 
-    if not last_dir:  # resumed from a checkpoint already at max_steps
-        last_dir = str(find_checkpoint(config.resume_from))
-    return TrainResult(
-        final_loss=loss_value, steps=step, checkpoint_dir=last_dir, metrics_history=history
-    )
+    return finish_run(config, loss=loss_value, step=step, last_dir=last_dir, history=history)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
