@@ -42,17 +42,26 @@ def test_leaderboard_cells_open_trajectories_and_a_pair_opens_its_diff(
     bad = Policy.objects.create(
         name="always-wrong", kind="scripted", parameters={"mistakes": {"wrong_answer": 1.0}}
     )
-    runs = [
-        evaluation_launch(policy=p, task_set=task_set, samples_per_task=1, max_steps=6)
-        for p in (good, bad)
-    ]
+    runs = [evaluation_launch(policy=good, task_set=task_set, samples_per_task=1, max_steps=6)]
+
+    # the second evaluation is launched from the form, as an operator would
+    _log_in(page, live_server, make_user(Role.OPERATOR))
+    page.goto(live_server.url + "/leaderboards/evaluations/new/")
+    page.select_option("select[name=policy]", str(bad.pk))
+    page.select_option("select[name=task_set]", str(task_set.pk))
+    page.fill("input[name=max_steps]", "6")
+    page.get_by_test_id("launch").click()
+    page.wait_for_url(re.compile(r"/leaderboards/evaluations/\d+/$"))
+    runs.append(EvaluationRun.objects.get(policy=bad))
     for run in runs:
         job = wait_for(lambda run=run: _done(run.job_id), timeout=120, what="evaluation")
         assert job.status == JobStatus.SUCCEEDED, job.error
     good_run, bad_run = (EvaluationRun.objects.get(pk=r.pk) for r in runs)
     assert good_run.metrics["success_rate"] == 1.0 and bad_run.metrics["success_rate"] == 0.0
+    page.goto(live_server.url + f"/leaderboards/evaluations/{bad_run.pk}/")
+    assert "0 of 12 episodes" in page.get_by_test_id("success").inner_text()
 
-    _log_in(page, live_server, make_user(Role.VIEWER))
+    page.goto(live_server.url + "/")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Leaderboards").click()
     page.get_by_role("link", name="held-out-12").click()
     rows = page.locator("[data-testid=leaderboard] tbody tr")
