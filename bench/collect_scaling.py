@@ -245,8 +245,8 @@ class Result:
 
 
 def make_task_set(n: int, name: str):
-    from trainer_core.envs.arithmetic import arithmetic_tasks
     from trainer_core.tasks.files import dump_tasks_jsonl
+    from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
     from webapp.tasks.services import task_set_import
 
     tasks = arithmetic_tasks("train", n=n)

@@ -13,7 +13,7 @@ What runs:
   read, some steps fail: a missing file, an edit whose text is not found, a command not found),
   stored with ``trajectories_import`` (COPY) in batches of 1,000. Prints the fill time and the
   row counts.
-- ``rubrics_seed("coding")`` and two rules-only reward-model versions (no judge): one to warm the
+- ``rubrics_seed(domain="coding")`` and two rules-only reward-model versions (no judge): one to warm the
   worker up, one measured (a version scores each trajectory once, so the warm-up must not use
   the measured version).
 - End to end: one ``celery worker -Q judge --pool prefork --concurrency 1`` in its own process
@@ -21,7 +21,7 @@ What runs:
   ``scoring_launch`` (all N trajectories) to the job's terminal state, polled every 20 ms. The
   counts are checked: N TrajectoryScore rows and one StepScore row per stored step.
 - Breakdown, in this process with no worker, with a third version and the job's own code path
-  (batches of ``scorejob.BATCH``): the already-scored lookup and loading (``trajectory_specs``,
+  (batches of ``webapp.rewards.jobs.BATCH``): the already-scored lookup and loading (``trajectory_specs``,
   the reference steps), scoring (``score_trajectory``), building the rows, and inserting them
   (the two ``bulk_create`` calls and the run's counters in one transaction). Then, for
   comparison, the same StepScore rows stored for a fourth version as tuples through COPY into a
@@ -141,24 +141,25 @@ def _pytest(rng: random.Random, failed: int) -> str:
     return "\n".join([*lines, f"=== {summary} in 0.{rng.randint(10, 99)}s ==="])
 
 
-def make_trajectory(number: int, rng: random.Random):
-    """One coding agent's trajectory: explore, reproduce, edit, re-run the tests, submit."""
-    from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
+class _Agent:
+    """A simulated coding agent writing one trajectory's steps. Each move draws from ``rng`` in
+    a fixed order, so a seed always gives the same trajectories."""
 
-    target, func, cls = _path(rng), rng.choice(FUNCS), rng.choice(CLASSES)
-    length = rng.randint(10, 20)
-    redundant = rng.random() < 0.2  # re-reads a file it read, with nothing changed in between
-    success = rng.random() < 0.45
-    steps: list[Step] = []
-    read: list[str] = []
-    edits: list[tuple[str, str, str]] = []
-    failing = rng.randint(1, 3)
+    def __init__(self, rng: random.Random, target: str, func: str, cls: str, failing: int) -> None:
+        self.rng, self.target, self.func, self.cls = rng, target, func, cls
+        self.failing = failing  # tests still failing: an edit may fix one
+        self.steps: list[Any] = []
+        self.read: list[str] = []  # files read so far
+        self.edits: list[tuple[str, str, str]] = []  # (path, old, new) of the edits so far
 
-    def add(tool: str, params: dict[str, Any], observation: str, **extra: Any) -> None:
-        thought = rng.choice(THOUGHTS).format(func=func, path=target, cls=cls)
-        steps.append(
+    def add(self, tool: str, params: dict[str, Any], observation: str, **extra: Any) -> None:
+        from trainer_core.recording.schema import Step
+
+        rng = self.rng
+        thought = rng.choice(THOUGHTS).format(func=self.func, path=self.target, cls=self.cls)
+        self.steps.append(
             Step(
-                index=len(steps),
+                index=len(self.steps),
                 thought=thought,
                 tool=tool,
                 params=params,
@@ -170,81 +171,123 @@ def make_trajectory(number: int, rng: random.Random):
             )
         )
 
-    while len(steps) < length - 1:
-        roll = rng.random()
-        if redundant and read and rng.random() < 0.15:
-            path = rng.choice(read)
-            add("read_file", {"file_path": path}, _source(rng, 1, rng.randint(6, 10)))
-        elif roll < 0.28:
-            path = target if rng.random() < 0.5 else _path(rng)
-            if rng.random() < 0.05:
-                missing = path.replace(".py", "_old.py")
-                add(
-                    "read_file",
-                    {"file_path": missing},
-                    f"Error: file not found: {missing}",
-                    error="FileNotFoundError",
-                )
-                continue
-            start = rng.choice((1, 1, 40, 120))
-            params: dict[str, Any] = {"file_path": path}
-            if start > 1:
-                params.update(start_line=start, end_line=start + 40)
-            add("read_file", params, _source(rng, start, rng.randint(6, 10)))
-            read.append(path)
-        elif roll < 0.45:
-            hits = "\n".join(
-                f"{_path(rng)}:{rng.randint(1, 400)}:    {func}(self.{rng.choice(FUNCS)})"
-                for _ in range(rng.randint(3, 8))
+    def reread(self) -> None:
+        """Read a file it already read, with nothing changed in between (redundant)."""
+        path = self.rng.choice(self.read)
+        self.add("read_file", {"file_path": path}, _source(self.rng, 1, self.rng.randint(6, 10)))
+
+    def read_file(self) -> None:
+        """Read the target or another file (1 in 20 is missing: a failed step)."""
+        rng = self.rng
+        path = self.target if rng.random() < 0.5 else _path(rng)
+        if rng.random() < 0.05:
+            missing = path.replace(".py", "_old.py")
+            self.add(
+                "read_file",
+                {"file_path": missing},
+                f"Error: file not found: {missing}",
+                error="FileNotFoundError",
             )
-            add("grep", {"pattern": func, "path": rng.choice(PACKAGES)}, hits)
-        elif roll < 0.62:
-            path = target if rng.random() < 0.7 else _path(rng)
-            if edits and rng.random() < 0.08:  # undo an earlier edit (a regression)
-                path, old, new = rng.choice(edits)
-                old, new = new, old
-            else:
-                old = f"return {rng.choice(FUNCS)}(path)"
-                new = f"return {func}(path, size={rng.randint(1, 9)})"
-            if rng.random() < 0.08:
-                add(
-                    "edit_file",
-                    {"file_path": path, "old_string": old, "new_string": new},
-                    f"Error: old_string not found in {path}. Read the file again and copy the "
-                    "text exactly.",
-                    error="edit failed",
-                )
-                continue
-            edits.append((path, old, new))
-            add(
+            return
+        start = rng.choice((1, 1, 40, 120))
+        params: dict[str, Any] = {"file_path": path}
+        if start > 1:
+            params.update(start_line=start, end_line=start + 40)
+        self.add("read_file", params, _source(rng, start, rng.randint(6, 10)))
+        self.read.append(path)
+
+    def grep(self) -> None:
+        rng = self.rng
+        hits = "\n".join(
+            f"{_path(rng)}:{rng.randint(1, 400)}:    {self.func}(self.{rng.choice(FUNCS)})"
+            for _ in range(rng.randint(3, 8))
+        )
+        self.add("grep", {"pattern": self.func, "path": rng.choice(PACKAGES)}, hits)
+
+    def edit(self) -> None:
+        """Edit the target or another file; 1 in 12 undoes an earlier edit (a regression) and
+        1 in 12 fails (the old text is not found)."""
+        rng = self.rng
+        path = self.target if rng.random() < 0.7 else _path(rng)
+        if self.edits and rng.random() < 0.08:  # undo an earlier edit (a regression)
+            path, old, new = rng.choice(self.edits)
+            old, new = new, old
+        else:
+            old = f"return {rng.choice(FUNCS)}(path)"
+            new = f"return {self.func}(path, size={rng.randint(1, 9)})"
+        if rng.random() < 0.08:
+            self.add(
                 "edit_file",
                 {"file_path": path, "old_string": old, "new_string": new},
-                f"The file {path} has been edited: 1 replacement.\n"
-                + _source(rng, rng.randint(1, 200), 4),
+                f"Error: old_string not found in {path}. Read the file again and copy the "
+                "text exactly.",
+                error="edit failed",
             )
-            failing = max(0, failing - (1 if rng.random() < 0.6 else 0))
+            return
+        self.edits.append((path, old, new))
+        self.add(
+            "edit_file",
+            {"file_path": path, "old_string": old, "new_string": new},
+            f"The file {path} has been edited: 1 replacement.\n"
+            + _source(rng, rng.randint(1, 200), 4),
+        )
+        self.failing = max(0, self.failing - (1 if rng.random() < 0.6 else 0))
+
+    def run_tests(self) -> None:
+        """Run pytest (1 in 25 is a typo: command not found)."""
+        rng = self.rng
+        if rng.random() < 0.04:
+            self.add(
+                "bash",
+                {"command": "pytset -q"},
+                "bash: pytset: command not found",
+                exit_code=127,
+            )
+            return
+        command = rng.choice(
+            ("python -m pytest -q", "pytest -x tests", f"pytest -q -k {self.func}", "pytest -q")
+        )
+        self.add(
+            "bash",
+            {"command": command},
+            _pytest(rng, self.failing),
+            exit_code=1 if self.failing else 0,
+        )
+
+    def list_dir(self) -> None:
+        package = self.rng.choice(PACKAGES)
+        listing = "  ".join(f"{m}.py" for m in self.rng.sample(MODULES, 6))
+        self.add(
+            "list_dir",
+            {"path": package},
+            f"{package}/:\n{listing}\n__init__.py  README.md  tests/",
+        )
+
+
+def make_trajectory(number: int, rng: random.Random):
+    """One coding agent's trajectory: explore, reproduce, edit, re-run the tests, submit."""
+    from trainer_core.recording.schema import Outcome, TaskRef, Trajectory
+
+    target, func, cls = _path(rng), rng.choice(FUNCS), rng.choice(CLASSES)
+    length = rng.randint(10, 20)
+    redundant = rng.random() < 0.2  # re-reads a file it read, with nothing changed in between
+    success = rng.random() < 0.45
+    agent = _Agent(rng, target, func, cls, failing=rng.randint(1, 3))
+    while len(agent.steps) < length - 1:
+        roll = rng.random()
+        if redundant and agent.read and rng.random() < 0.15:
+            agent.reread()
+        elif roll < 0.28:
+            agent.read_file()
+        elif roll < 0.45:
+            agent.grep()
+        elif roll < 0.62:
+            agent.edit()
         elif roll < 0.90:
-            if rng.random() < 0.04:
-                add(
-                    "bash",
-                    {"command": "pytset -q"},
-                    "bash: pytset: command not found",
-                    exit_code=127,
-                )
-                continue
-            command = rng.choice(
-                ("python -m pytest -q", "pytest -x tests", f"pytest -q -k {func}", "pytest -q")
-            )
-            add("bash", {"command": command}, _pytest(rng, failing), exit_code=1 if failing else 0)
+            agent.run_tests()
         else:
-            package = rng.choice(PACKAGES)
-            listing = "  ".join(f"{m}.py" for m in rng.sample(MODULES, 6))
-            add(
-                "list_dir",
-                {"path": package},
-                f"{package}/:\n{listing}\n__init__.py  README.md  tests/",
-            )
-    add(
+            agent.list_dir()
+    agent.add(
         "submit",
         {"summary": f"Fixed {func} in {target}: {cls} now handles an empty input."},
         "Submitted. The hidden tests will run.",
@@ -262,7 +305,7 @@ def make_trajectory(number: int, rng: random.Random):
         agent=rng.choice(("swe-agent", "openhands", "steplab")),
         model=rng.choice(("gpt-4o", "claude-sonnet", "qwen2.5-coder")),
         environment="steplab/sandbox",
-        steps=steps,
+        steps=agent.steps,
         outcome=Outcome(
             success=success,
             tests_passed=passed,
@@ -502,7 +545,7 @@ def copy_step_scores(reward_model_id: int, results: list[tuple[int, Any]]) -> No
     from django.db import connection, transaction
 
     from webapp.rewards.models import StepScore
-    from webapp.rewards.scorejob import _rubrics_json
+    from webapp.rewards.services import rubrics_json
 
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(STAGE_SQL)
@@ -515,33 +558,25 @@ def copy_step_scores(reward_model_id: int, results: list[tuple[int, Any]]) -> No
                             pk,
                             step.index,
                             step.total,
-                            json.dumps(_rubrics_json(step.rubrics)),
+                            json.dumps(rubrics_json(rubrics=step.rubrics)),
                         )
                     )
         cursor.execute(MOVE_SQL.format(table=StepScore._meta.db_table))
 
 
 def breakdown(reward_model, ids: list[int], alternative=None) -> dict[str, float]:
-    """The job's loop (``webapp.rewards.scorejob.score_run``) with a timer around each part.
+    """The job's loop (``webapp.rewards.jobs.score_run``) with a timer around each part.
     With ``alternative`` (another version), the same scores are also stored for it with
     :func:`copy_step_scores`, timed as ``copy``."""
-    from django.db import transaction
-    from django.db.models import F
-
     from trainer_core.rewards.scoring import RewardConfig, score_trajectory
+    from webapp.domains.selectors import current_profile_spec
+    from webapp.rewards.jobs import BATCH
     from webapp.rewards.models import ScoringRun, StepScore, TrajectoryScore
-    from webapp.rewards.scorejob import (
-        BATCH,
-        _insert_step_scores,
-        _profile,
-        _reference_steps,
-        _rubrics_json,
-    )
-    from webapp.trajectories.selectors import trajectory_specs
+    from webapp.trajectories.selectors import reference_steps, trajectory_specs
 
     run = ScoringRun.objects.create(reward_model=reward_model, trajectory_ids=ids, total=len(ids))
     config = RewardConfig.from_dict(reward_model.config)
-    profile = _profile(reward_model.domain)
+    profile = current_profile_spec(name=reward_model.domain)
     parts = ("lookup", "load", "score", "build_trajectories", "build_steps")
     parts += ("insert_trajectories", "insert_steps", "copy")
     times = dict.fromkeys(parts, 0.0)
@@ -564,8 +599,8 @@ def breakdown(reward_model, ids: list[int], alternative=None) -> dict[str, float
             ),
         )
         todo = [i for i in batch if i not in done]
-        specs = timed("load", lambda todo=todo: trajectory_specs(todo))
-        references = timed("load", lambda todo=todo: _reference_steps(todo))
+        specs = timed("load", lambda todo=todo: trajectory_specs(ids=todo))
+        references = timed("load", lambda todo=todo: reference_steps(ids=todo))
         results = timed(
             "score",
             lambda todo=todo, specs=specs, references=references: [
@@ -579,41 +614,7 @@ def breakdown(reward_model, ids: list[int], alternative=None) -> dict[str, float
             ],
         )
 
-        clock = time.perf_counter()
-        trajectory_rows = [
-            TrajectoryScore(
-                reward_model=reward_model,
-                trajectory_id=pk,
-                total=result.total,
-                process=result.process,
-                outcome=result.outcome,
-                efficiency=result.efficiency,
-                unscored_reason=(result.unscored_reason or "")[:300],
-            )
-            for pk, result in results
-        ]
-        times["build_trajectories"] += time.perf_counter() - clock
-        clock = time.perf_counter()
-        step_rows = [
-            (pk, step.index, step.total, None, _rubrics_json(step.rubrics))
-            for pk, result in results
-            for step in result.steps
-        ]
-        times["build_steps"] += time.perf_counter() - clock
-        clock = time.perf_counter()
-        with transaction.atomic():
-            TrajectoryScore.objects.bulk_create(
-                trajectory_rows, ignore_conflicts=True, batch_size=1000
-            )
-            inner = time.perf_counter()
-            _insert_step_scores(reward_model.pk, step_rows)  # the job's own path (COPY on PG)
-            step_insert = time.perf_counter() - inner
-            ScoringRun.objects.filter(pk=run.pk).update(
-                scored=F("scored") + len(trajectory_rows), skipped=F("skipped") + len(done)
-            )
-        times["insert_steps"] += step_insert
-        # the TrajectoryScore rows, the run's counters and the commit
-        times["insert_trajectories"] += time.perf_counter() - clock - step_insert
+        _store_batch(reward_model, run, results, len(done), times)
         if alternative is not None:
             start = time.perf_counter()
             copy_step_scores(alternative.pk, results)
@@ -627,6 +628,51 @@ def breakdown(reward_model, ids: list[int], alternative=None) -> dict[str, float
         if copied != expected:
             raise RuntimeError(f"COPY alternative stored {copied} step scores, not {expected}")
     return times
+
+
+def _store_batch(reward_model, run, results: list[tuple[int, Any]], skipped: int, times) -> None:
+    """One batch's rows built and inserted as the job does, each part timed into ``times``:
+    the TrajectoryScore objects, the step-score rows, then in one transaction the TrajectoryScore
+    rows, the step scores (the job's own path: COPY on PostgreSQL) and the run's counters."""
+    from django.db import transaction
+    from django.db.models import F
+
+    from webapp.rewards.models import ScoringRun, TrajectoryScore
+    from webapp.rewards.services import rubrics_json, step_scores_insert
+
+    clock = time.perf_counter()
+    trajectory_rows = [
+        TrajectoryScore(
+            reward_model=reward_model,
+            trajectory_id=pk,
+            total=result.total,
+            process=result.process,
+            outcome=result.outcome,
+            efficiency=result.efficiency,
+            unscored_reason=(result.unscored_reason or "")[:300],
+        )
+        for pk, result in results
+    ]
+    times["build_trajectories"] += time.perf_counter() - clock
+    clock = time.perf_counter()
+    step_rows = [
+        (pk, step.index, step.total, None, rubrics_json(rubrics=step.rubrics))
+        for pk, result in results
+        for step in result.steps
+    ]
+    times["build_steps"] += time.perf_counter() - clock
+    clock = time.perf_counter()
+    with transaction.atomic():
+        TrajectoryScore.objects.bulk_create(trajectory_rows, ignore_conflicts=True, batch_size=1000)
+        inner = time.perf_counter()
+        step_scores_insert(reward_model_id=reward_model.pk, rows=step_rows)  # the job's own path (COPY on PG)
+        step_insert = time.perf_counter() - inner
+        ScoringRun.objects.filter(pk=run.pk).update(
+            scored=F("scored") + len(trajectory_rows), skipped=F("skipped") + skipped
+        )
+    times["insert_steps"] += step_insert
+    # the TrajectoryScore rows, the run's counters and the commit
+    times["insert_trajectories"] += time.perf_counter() - clock - step_insert
 
 
 # --- main -----------------------------------------------------------------------------------------
@@ -670,6 +716,108 @@ def _terminate(signum, _frame) -> None:
     raise SystemExit(128 + signum)  # unwinds through the finally blocks: cleanup runs
 
 
+def create_versions() -> list[Any]:
+    """Seed the coding rubrics and create the four rules-only versions: (warm-up, measured,
+    breakdown, COPY alternative); prints what was made."""
+    from webapp.rewards.services import reward_model_create, rubrics_seed
+
+    rubrics = rubrics_seed(domain=DOMAIN)
+    versions = [
+        reward_model_create(domain=DOMAIN, note=f"bench: {note}")
+        for note in ("warm-up, rules only", "measured, rules only", "breakdown, rules only")
+    ]
+    versions.append(reward_model_create(domain=DOMAIN, note="bench: COPY alternative"))
+    warm_version, measured, in_process, alternative = versions
+    evaluators = sorted({r["evaluator"] for r in measured.config["rubrics"]})
+    print(
+        f"reward model: {rubrics} coding rubrics seeded (evaluators: "
+        f"{', '.join(evaluators)}); versions {warm_version.version} (warm-up), "
+        f"{measured.version} (measured), {in_process.version} (breakdown), "
+        f"{alternative.version} (COPY alternative); judge: none",
+        flush=True,
+    )
+    return versions
+
+
+def end_to_end(worker: Worker, warm_version, measured, ids: list[int], timeout: float) -> int:
+    """Start the worker, warm it up, then time the measured run of all ``ids`` and print the
+    figures; returns the StepScore rows it stored."""
+    worker.start()
+    t0 = time.perf_counter()
+    worker.wait_ready()
+    ready = time.perf_counter() - t0
+    _, _, warm = score_and_wait(warm_version, ids[:WARMUP_TRAJECTORIES], timeout)
+    print(
+        f"worker ready in {ready:.1f} s; warm-up run of {WARMUP_TRAJECTORIES} trajectories "
+        f"in {warm:.2f} s",
+        flush=True,
+    )
+
+    try:
+        run, job, wall = score_and_wait(measured, ids, timeout)
+    except Exception:
+        print(f"----- log of {worker.name} -----\n{worker.log_tail()}", file=sys.stderr)
+        raise
+    trajectory_rows, step_rows = verify(run, measured, ids)
+    in_job = (job.finished_at - job.started_at).total_seconds()
+    print(
+        f"\nend to end ({len(ids):,} trajectories, {step_rows:,} steps): {wall:.2f} s from "
+        f"scoring_launch to the job's end ({in_job:.2f} s between the job's started_at and "
+        f"finished_at; the rest is dispatch and pick-up)\n"
+        f"  {len(ids) / wall:,.0f} trajectories/s, {step_rows / wall:,.0f} steps/s\n"
+        f"  counts: TrajectoryScore {trajectory_rows:,} (== {len(ids):,} trajectories), "
+        f"StepScore {step_rows:,} (== {step_rows:,} stored steps), run.scored "
+        f"{run.scored:,}, skipped {run.skipped}: ok\n"
+        f"  goal (rewards issue): 10,000 rule-only in seconds (held to < {GOAL_SECONDS:g} s "
+        f"here): {goal_verdict(len(ids), wall)}",
+        flush=True,
+    )
+    return step_rows
+
+
+def print_breakdown(times: dict[str, float], step_rows: int) -> None:
+    total = times["total"]
+    print(f"\nbreakdown in process (no worker, the job's loop, batches of 250): {total:.2f} s")
+    labels = {
+        "lookup": "already-scored lookup (TrajectoryScore query)",
+        "load": "load (trajectory_specs + reference steps)",
+        "score": "score (score_trajectory)",
+        "build_trajectories": "build TrajectoryScore objects",
+        "build_steps": "build step-score rows (+ rubric JSON)",
+        "insert_steps": "insert step scores (COPY + INSERT ... ON CONFLICT)",
+        "insert_trajectories": "insert TrajectoryScore + run counters + commit",
+    }
+    for part, label in labels.items():
+        print(f"  {label:<50} {times[part]:>6.2f} s  {times[part] / total:>5.1%}")
+    other = total - sum(times[p] for p in labels)
+    print(f"  {'other (the loop itself)':<50} {other:>6.2f} s  {other / total:>5.1%}")
+    print(
+        f"  score_trajectory alone: {step_rows / times['score']:,.0f} steps/s; "
+        f"StepScore build + insert: {step_rows / (times['build_steps'] + times['insert_steps']):,.0f} rows/s"
+    )
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average at the end: {load} (on {os.cpu_count()} cores)")
+
+
+def cleanup(worker: Worker | None, keep_db: bool) -> None:
+    """Stop the worker, flush the broker, drop the database (unless ``keep_db``), remove the
+    temporary folder; a step that fails is reported and the others still run."""
+    if worker is not None:
+        try:
+            worker.stop()
+        except Exception as exc:
+            print(f"cleanup: stopping the worker failed: {exc}", file=sys.stderr)
+    cleanups = [broker_flush] + ([] if keep_db else [database_drop])
+    for step in cleanups:
+        try:
+            step()
+        except Exception as exc:
+            print(f"cleanup {step.__name__} failed: {exc}", file=sys.stderr)
+    if keep_db:
+        print(f"kept the database: {DATABASE_URL}")
+    shutil.rmtree(VAR_DIR, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trajectories", type=int, default=10_000)
@@ -696,92 +844,14 @@ def main() -> int:
         call_command("migrate", verbosity=0)
         print(header(args), flush=True)
 
-        from webapp.rewards.services import reward_model_create, rubrics_seed
-
         ids = fill(args.trajectories)
-        rubrics = rubrics_seed(DOMAIN)
-        warm_version = reward_model_create(domain=DOMAIN, note="bench: warm-up, rules only")
-        measured = reward_model_create(domain=DOMAIN, note="bench: measured, rules only")
-        in_process = reward_model_create(domain=DOMAIN, note="bench: breakdown, rules only")
-        alternative = reward_model_create(domain=DOMAIN, note="bench: COPY alternative")
-        evaluators = sorted({r["evaluator"] for r in measured.config["rubrics"]})
-        print(
-            f"reward model: {rubrics} coding rubrics seeded (evaluators: "
-            f"{', '.join(evaluators)}); versions {warm_version.version} (warm-up), "
-            f"{measured.version} (measured), {in_process.version} (breakdown), "
-            f"{alternative.version} (COPY alternative); judge: none",
-            flush=True,
-        )
-
-        worker = Worker(f"judge-{secrets.token_hex(2)}").start()
-        t0 = time.perf_counter()
-        worker.wait_ready()
-        ready = time.perf_counter() - t0
-        _, _, warm = score_and_wait(warm_version, ids[:WARMUP_TRAJECTORIES], args.timeout)
-        print(
-            f"worker ready in {ready:.1f} s; warm-up run of {WARMUP_TRAJECTORIES} trajectories "
-            f"in {warm:.2f} s",
-            flush=True,
-        )
-
-        try:
-            run, job, wall = score_and_wait(measured, ids, args.timeout)
-        except Exception:
-            print(f"----- log of {worker.name} -----\n{worker.log_tail()}", file=sys.stderr)
-            raise
-        trajectory_rows, step_rows = verify(run, measured, ids)
-        in_job = (job.finished_at - job.started_at).total_seconds()
-        print(
-            f"\nend to end ({len(ids):,} trajectories, {step_rows:,} steps): {wall:.2f} s from "
-            f"scoring_launch to the job's end ({in_job:.2f} s between the job's started_at and "
-            f"finished_at; the rest is dispatch and pick-up)\n"
-            f"  {len(ids) / wall:,.0f} trajectories/s, {step_rows / wall:,.0f} steps/s\n"
-            f"  counts: TrajectoryScore {trajectory_rows:,} (== {len(ids):,} trajectories), "
-            f"StepScore {step_rows:,} (== {step_rows:,} stored steps), run.scored "
-            f"{run.scored:,}, skipped {run.skipped}: ok\n"
-            f"  goal (rewards issue): 10,000 rule-only in seconds (held to < {GOAL_SECONDS:g} s "
-            f"here): {goal_verdict(len(ids), wall)}",
-            flush=True,
-        )
+        warm_version, measured, in_process, _alternative = create_versions()
+        worker = Worker(f"judge-{secrets.token_hex(2)}")
+        step_rows = end_to_end(worker, warm_version, measured, ids, args.timeout)
         worker.stop()
-
-        times = breakdown(in_process, ids)
-        total = times["total"]
-        print(f"\nbreakdown in process (no worker, the job's loop, batches of 250): {total:.2f} s")
-        labels = {
-            "lookup": "already-scored lookup (TrajectoryScore query)",
-            "load": "load (trajectory_specs + reference steps)",
-            "score": "score (score_trajectory)",
-            "build_trajectories": "build TrajectoryScore objects",
-            "build_steps": "build step-score rows (+ rubric JSON)",
-            "insert_steps": "insert step scores (COPY + INSERT ... ON CONFLICT)",
-            "insert_trajectories": "insert TrajectoryScore + run counters + commit",
-        }
-        for part, label in labels.items():
-            print(f"  {label:<50} {times[part]:>6.2f} s  {times[part] / total:>5.1%}")
-        other = total - sum(times[p] for p in labels)
-        print(f"  {'other (the loop itself)':<50} {other:>6.2f} s  {other / total:>5.1%}")
-        print(
-            f"  score_trajectory alone: {step_rows / times['score']:,.0f} steps/s; "
-            f"StepScore build + insert: {step_rows / (times['build_steps'] + times['insert_steps']):,.0f} rows/s"
-        )
-        load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-        print(f"load average at the end: {load} (on {os.cpu_count()} cores)")
+        print_breakdown(breakdown(in_process, ids), step_rows)
     finally:
-        if worker is not None:
-            try:
-                worker.stop()
-            except Exception as exc:
-                print(f"cleanup: stopping the worker failed: {exc}", file=sys.stderr)
-        cleanups = [broker_flush] + ([] if args.keep_db else [database_drop])
-        for cleanup in cleanups:
-            try:
-                cleanup()
-            except Exception as exc:
-                print(f"cleanup {cleanup.__name__} failed: {exc}", file=sys.stderr)
-        if args.keep_db:
-            print(f"kept the database: {DATABASE_URL}")
-        shutil.rmtree(VAR_DIR, ignore_errors=True)
+        cleanup(worker, args.keep_db)
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
     return 0
 

@@ -128,10 +128,10 @@ def trl_sft(model_dir: Path, rows: list, out: Path, steps: int, batch: int) -> t
 
 def arithmetic_reward(prompts, completions, task_index, **kwargs) -> list[float]:
     """TRL reward function: the completion's action played in steplab/arithmetic."""
-    from trainer_core.envs.arithmetic import arithmetic_tasks
     from trainer_core.envs.registry import make
     from trainer_core.policies import chat_format
     from trainer_core.policies.base import Decision, play_step
+    from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 
     tasks = arithmetic_tasks("train", n=max(task_index) + 1)
     out = []
@@ -178,8 +178,8 @@ def trl_grpo(model_dir: Path, out: Path, steps: int) -> list[float]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainer_core.envs.arithmetic import arithmetic_tasks
     from trainer_core.policies import chat_format
+    from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
     from trainer_core.training.tiny import arithmetic_tools
 
     system = chat_format.system_prompt(arithmetic_tools())
@@ -266,9 +266,10 @@ SYSTEM: list[str] = [""]
 def forwarded(model_dir: Path, n: int) -> list[tuple]:
     import torch
 
-    from trainer_core.envs.arithmetic import arithmetic_tasks
     from trainer_core.policies import chat_format
-    from trainer_core.training.common import collate, encode_messages, load_model_and_tokenizer
+    from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
+    from trainer_core.training.data import collate, encode_messages
+    from trainer_core.training.modelling import load_model_and_tokenizer
     from trainer_core.training.tiny import arithmetic_tools
 
     SYSTEM[0] = chat_format.system_prompt(arithmetic_tools())

@@ -51,6 +51,87 @@ def ensure_database() -> None:
             admin.execute(f'CREATE DATABASE "{dsn["NAME"]}"')
 
 
+TRAJ_COLS = [
+    "id",
+    "task_ref",
+    "task_set_name",
+    "prompt",
+    "domain",
+    "agent",
+    "model",
+    "policy",
+    "environment",
+    "source",
+    "source_format",
+    "status",
+    "success",
+    "reward",
+    "step_count",
+    "tokens_in",
+    "tokens_out",
+    "cost_usd",
+    "outcome",
+    "metadata",
+    "tags",
+    "schema_version",
+    "created_at",
+]
+STEP_COLS = ["trajectory_id", "index", "thought", "tool", "params", "observation", "metadata"]
+
+
+def _trajectory_row(rng: random.Random, pk: int, steps_per: int, now) -> tuple:
+    """One finished rollout row, in TRAJ_COLS order."""
+    success = rng.random() < 0.4
+    return (
+        pk,
+        f"task-{pk % 500}",
+        "bench",
+        f"Fix {rng.choice(WORDS)} in module {pk % 97}",
+        rng.choice(["coding", "conversation", "arithmetic"]),
+        rng.choice(["swe-agent", "openhands", "scripted"]),
+        rng.choice(["gpt-4o", "claude", "tiny"]),
+        "",
+        "steplab/sandbox",
+        "rollout",
+        "steplab",
+        "finished",
+        success,
+        1.0 if success else 0.0,
+        steps_per,
+        0,
+        0,
+        0.0,
+        json.dumps({"success": success}),
+        "{}",
+        "[]",
+        "1.0",
+        now,
+    )
+
+
+def _step_rows(rng: random.Random, pk: int, steps_per: int):
+    """The step rows of trajectory ``pk``, in STEP_COLS order."""
+    for s in range(steps_per):
+        words = " ".join(rng.choice(WORDS) for _ in range(12))
+        yield (
+            pk,
+            s,
+            f"I think about {words}",
+            rng.choice(TOOLS),
+            json.dumps({"command": f"cat f{s}.py"}),
+            f"output {words} line {s}",
+            "{}",
+        )
+
+
+def _copy(cursor, table: str, cols: list[str], rows) -> None:
+    """COPY ``rows`` into ``table`` (PostgreSQL's fastest bulk load)."""
+    names = ", ".join(chr(34) + c + chr(34) for c in cols)
+    with cursor.cursor.copy(f'COPY "{table}" ({names}) FROM STDIN') as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
 def fill(n_traj: int, steps_per: int) -> None:
     from django.db import connection
     from django.utils import timezone
@@ -64,92 +145,26 @@ def fill(n_traj: int, steps_per: int) -> None:
     now = timezone.now()
     start_id = (Trajectory.objects.order_by("-id").values_list("id", flat=True).first() or 0) + 1
     todo = n_traj - have
+    pks = range(start_id, start_id + todo)
     t0 = time.perf_counter()
-    traj_cols = [
-        "id",
-        "task_ref",
-        "task_set_name",
-        "prompt",
-        "domain",
-        "agent",
-        "model",
-        "policy",
-        "environment",
-        "source",
-        "source_format",
-        "status",
-        "success",
-        "reward",
-        "step_count",
-        "tokens_in",
-        "tokens_out",
-        "cost_usd",
-        "outcome",
-        "metadata",
-        "tags",
-        "schema_version",
-        "created_at",
-    ]
-    step_cols = ["trajectory_id", "index", "thought", "tool", "params", "observation", "metadata"]
     with connection.cursor() as cursor:
-        with cursor.cursor.copy(
-            f'COPY "{Trajectory._meta.db_table}" ({", ".join(chr(34) + c + chr(34) for c in traj_cols)}) FROM STDIN'
-        ) as copy:
-            for i in range(todo):
-                pk = start_id + i
-                success = rng.random() < 0.4
-                copy.write_row(
-                    (
-                        pk,
-                        f"task-{pk % 500}",
-                        "bench",
-                        f"Fix {rng.choice(WORDS)} in module {pk % 97}",
-                        rng.choice(["coding", "conversation", "arithmetic"]),
-                        rng.choice(["swe-agent", "openhands", "scripted"]),
-                        rng.choice(["gpt-4o", "claude", "tiny"]),
-                        "",
-                        "steplab/sandbox",
-                        "rollout",
-                        "steplab",
-                        "finished",
-                        success,
-                        1.0 if success else 0.0,
-                        steps_per,
-                        0,
-                        0,
-                        0.0,
-                        json.dumps({"success": success}),
-                        "{}",
-                        "[]",
-                        "1.0",
-                        now,
-                    )
-                )
-        with cursor.cursor.copy(
-            f'COPY "{Step._meta.db_table}" ({", ".join(chr(34) + c + chr(34) for c in step_cols)}) FROM STDIN'
-        ) as copy:
-            for i in range(todo):
-                pk = start_id + i
-                for s in range(steps_per):
-                    words = " ".join(rng.choice(WORDS) for _ in range(12))
-                    copy.write_row(
-                        (
-                            pk,
-                            s,
-                            f"I think about {words}",
-                            rng.choice(TOOLS),
-                            json.dumps({"command": f"cat f{s}.py"}),
-                            f"output {words} line {s}",
-                            "{}",
-                        )
-                    )
+        traj_table, step_table = Trajectory._meta.db_table, Step._meta.db_table
+        _copy(
+            cursor, traj_table, TRAJ_COLS, (_trajectory_row(rng, pk, steps_per, now) for pk in pks)
+        )
+        _copy(
+            cursor,
+            step_table,
+            STEP_COLS,
+            (row for pk in pks for row in _step_rows(rng, pk, steps_per)),
+        )
         cursor.execute(
-            f"SELECT setval(pg_get_serial_sequence('{Trajectory._meta.db_table}', 'id'), (SELECT max(id) FROM {Trajectory._meta.db_table}))"
+            f"SELECT setval(pg_get_serial_sequence('{traj_table}', 'id'), (SELECT max(id) FROM {traj_table}))"
         )
     from webapp.trajectories.services import trajectories_index_for_search
 
     t1 = time.perf_counter()
-    trajectories_index_for_search(list(range(start_id, start_id + todo)))
+    trajectories_index_for_search(ids=list(pks))
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     print(f"search documents for {todo:,} trajectories in {time.perf_counter() - t1:.0f}s")

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from trainer_core.envs import make
-from trainer_core.envs.arithmetic import arithmetic_tasks
 from trainer_core.errors import ConfigError
 from trainer_core.policies.scripted import (
     MISTAKE_KINDS,
@@ -19,6 +18,7 @@ from trainer_core.policies.scripted import (
     wrong_answer_text,
 )
 from trainer_core.tasks.model import Task, ToolCall
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 from trainer_core.tasks.suites.dialogue import dialogue_suites
 
 ARITHMETIC = arithmetic_tasks("train", 50)

@@ -42,7 +42,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from trainer_core.errors import InputError
 
@@ -71,6 +70,16 @@ __all__ = [
 ]
 
 LEVELS: tuple[str, ...] = ("interval", "ordinal", "nominal")
+
+
+def _stats():
+    """scipy.stats, imported on first use: it takes about a second to import, and the web app
+    and its workers import this module at start."""
+    from scipy import stats
+
+    return stats
+
+
 MIN_BOOTSTRAP_N = 10
 """Fewer units than this: the statistic's value, no interval (a bootstrap of a handful of units
 says nothing about the spread)."""
@@ -209,7 +218,7 @@ def bootstrap_interval(
         if value is None or n < max(2, min_n):
             return Interval(value, None, None, n)
         per_resample = n if paired else max(len(a) for a in arrays)
-        result = stats.bootstrap(
+        result = _stats().bootstrap(
             tuple(arrays),
             stat,
             n_resamples=n_resamples,
@@ -238,12 +247,12 @@ def _pearson_v(h: np.ndarray, m: np.ndarray, axis: int = -1) -> np.ndarray:
     if h.shape[axis] < MIN_CORRELATION_N:
         return np.full(np.delete(h.shape, axis), np.nan) if h.ndim > 1 else np.asarray(np.nan)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", stats.ConstantInputWarning)
-        return np.asarray(stats.pearsonr(h, m, axis=axis).statistic, dtype=float)
+        warnings.simplefilter("ignore", _stats().ConstantInputWarning)
+        return np.asarray(_stats().pearsonr(h, m, axis=axis).statistic, dtype=float)
 
 
 def _spearman_v(h: np.ndarray, m: np.ndarray, axis: int = -1) -> np.ndarray:
-    return _pearson_v(stats.rankdata(h, axis=axis), stats.rankdata(m, axis=axis), axis=axis)
+    return _pearson_v(_stats().rankdata(h, axis=axis), _stats().rankdata(m, axis=axis), axis=axis)
 
 
 def _mae_v(h: np.ndarray, m: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -310,7 +319,7 @@ def _kendall_scipy(h: np.ndarray, m: np.ndarray) -> float | None:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return _clean(stats.kendalltau(h, m).statistic)
+        return _clean(_stats().kendalltau(h, m).statistic)
 
 
 def _untied_pairs(values: np.ndarray) -> int:
@@ -328,7 +337,7 @@ def _concordance_scipy(h: np.ndarray, m: np.ndarray) -> float | None:
         return 0.5  # the model ties every pair: each counts half
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tau = stats.kendalltau(h, m).statistic
+        tau = _stats().kendalltau(h, m).statistic
     return _clean(0.5 + tau * math.sqrt(untied_h * untied_m) / (2.0 * untied_h))
 
 
@@ -345,8 +354,8 @@ def spearman(human: Sequence[Any], model: Sequence[Any]) -> float | None:
     if len(h) < MIN_CORRELATION_N:
         return None
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", stats.ConstantInputWarning)
-        return _clean(stats.spearmanr(h, m).statistic)
+        warnings.simplefilter("ignore", _stats().ConstantInputWarning)
+        return _clean(_stats().spearmanr(h, m).statistic)
 
 
 def kendall(human: Sequence[Any], model: Sequence[Any]) -> float | None:

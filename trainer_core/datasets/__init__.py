@@ -12,6 +12,8 @@ left out and why):
 
 :func:`~.writer.write_dataset` de-duplicates, splits (seeded, order-independent) and writes JSONL
 and parquet with a dataset card. Every row carries the ids of its trajectory and steps.
+:mod:`.layout` owns the file layout: :func:`~.layout.split_path` (where a split is written),
+:func:`~.layout.find_split` (the file a reader takes for a path) and :func:`~.layout.read_jsonl`.
 Importing this package imports neither ``datasets`` nor ``pyarrow`` (the writer does, lazily).
 """
 
@@ -19,9 +21,10 @@ from trainer_core.datasets.bench import benchmark_records
 from trainer_core.datasets.dpo import dpo_records
 from trainer_core.datasets.grpo import grpo_groups
 from trainer_core.datasets.items import ExportItem, ExportStats, canonical_json, content_key
+from trainer_core.datasets.layout import find_split, read_jsonl, split_path
 from trainer_core.datasets.prm import prm_records
 from trainer_core.datasets.sft import sft_records
-from trainer_core.datasets.writer import DatasetFiles, read_jsonl, write_dataset
+from trainer_core.datasets.writer import DatasetFiles, write_dataset
 
 __all__ = [
     "DatasetFiles",
@@ -31,9 +34,11 @@ __all__ = [
     "canonical_json",
     "content_key",
     "dpo_records",
+    "find_split",
     "grpo_groups",
     "prm_records",
     "read_jsonl",
     "sft_records",
+    "split_path",
     "write_dataset",
 ]

@@ -30,7 +30,7 @@ from trainer_core.datasets.items import (
     canonical_json,
     id_sort_key,
     item_messages,
-    item_steps,
+    items_with_steps,
     opt_float,
     prompt_length,
     tools_column,
@@ -76,11 +76,7 @@ def grpo_groups(
     stats = stats if stats is not None else ExportStats()
     groups: dict[tuple[str, str, str], list[tuple[ExportItem, list[StepView], list, float]]] = {}
     prompts: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for item in items:
-        steps = item_steps(item)
-        if not steps:
-            stats.skip("no_steps")
-            continue
+    for item, steps in items_with_steps(items, stats):
         reward = opt_float(item.reward, f"trajectory {item.trajectory_id!r}: reward")
         if reward is None:
             stats.skip("missing_reward")

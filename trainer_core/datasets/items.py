@@ -25,7 +25,7 @@ import hashlib
 import json
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -44,6 +44,7 @@ __all__ = [
     "id_sort_key",
     "item_messages",
     "item_steps",
+    "items_with_steps",
     "item_system",
     "opt_float",
     "prompt_length",
@@ -231,6 +232,19 @@ def item_steps(item: ExportItem) -> list[StepView]:
         )
     views.sort(key=lambda v: v.step.index)  # stable, like trajectory_to_messages
     return views
+
+
+def items_with_steps(
+    items: Iterable[ExportItem], stats: ExportStats
+) -> Iterator[tuple[ExportItem, list[StepView]]]:
+    """Each item with its steps (:func:`item_steps`); an item without steps is left out and
+    counted in ``stats`` as ``no_steps``."""
+    for item in items:
+        steps = item_steps(item)
+        if not steps:
+            stats.skip("no_steps")
+            continue
+        yield item, steps
 
 
 def item_system(item: ExportItem) -> str | None:

@@ -33,7 +33,7 @@ from trainer_core.datasets.items import (
     ExportItem,
     ExportStats,
     item_messages,
-    item_steps,
+    items_with_steps,
     prompt_length,
     source_column,
 )
@@ -63,11 +63,7 @@ def prm_records(
     if not math.isfinite(threshold):
         raise ConfigError(f"threshold must be finite, not {threshold!r}")
     stats = stats if stats is not None else ExportStats()
-    for item in items:
-        steps = item_steps(item)
-        if not steps:
-            stats.skip("no_steps")
-            continue
+    for item, steps in items_with_steps(items, stats):
         values = [v.reward if label_source == "model" else v.label for v in steps]
         kept = next((i for i, value in enumerate(values) if value is None), len(values))
         if kept == 0:

@@ -43,7 +43,7 @@ from trainer_core.datasets.items import (
     ExportStats,
     StepView,
     item_messages,
-    item_steps,
+    items_with_steps,
     opt_float,
     source_column,
     tools_column,
@@ -69,11 +69,7 @@ def sft_records(
     if fmt not in SFT_FORMATS:
         raise ConfigError(f"unknown SFT format {fmt!r}; use one of {', '.join(SFT_FORMATS)}")
     stats = stats if stats is not None else ExportStats()
-    for item in items:
-        steps = item_steps(item)
-        if not steps:
-            stats.skip("no_steps")
-            continue
+    for item, steps in items_with_steps(items, stats):
         if fmt == "messages":
             record = _messages_record(item, steps)
         else:

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_core.datasets.items import canonical_json, content_key
+from trainer_core.datasets.layout import DATA_DIR, split_path
 from trainer_core.errors import ConfigError, InputError
 
 __all__ = [
@@ -60,7 +61,6 @@ __all__ = [
     "KINDS",
     "SPLIT_NAMES",
     "DatasetFiles",
-    "read_jsonl",
     "write_dataset",
 ]
 
@@ -209,10 +209,97 @@ def _prepare_directory(out_dir: Path, overwrite: bool) -> None:
                 f"{out_dir} is not empty; write each dataset snapshot to a new directory, or "
                 "pass overwrite=True to replace the dataset there"
             )
-        if (out_dir / "data").is_dir():
-            shutil.rmtree(out_dir / "data")
+        if (out_dir / DATA_DIR).is_dir():
+            shutil.rmtree(out_dir / DATA_DIR)
         (out_dir / "README.md").unlink(missing_ok=True)
-    (out_dir / "data").mkdir(parents=True, exist_ok=True)
+    (out_dir / DATA_DIR).mkdir(parents=True, exist_ok=True)
+
+
+def _card_configs(files: dict[str, Path], written: list[str]) -> tuple[list[str], list[dict]]:
+    """The formats written (parquet first) and the card's ``configs``: one per format, the first
+    the ``default``."""
+    formats = [f for f in ("parquet", "jsonl") if any(p.endswith("." + f) for p in files)]
+    configs = [
+        {
+            "config_name": "default" if number == 0 else fmt,
+            "data_files": [{"split": s, "path": f"data/{s}.{fmt}"} for s in written],
+        }
+        for number, fmt in enumerate(formats)
+    ]
+    return formats, configs
+
+
+def _card_header(
+    *,
+    name: str,
+    kind: str,
+    features: Any,
+    configs: list[dict[str, Any]],
+    counts: dict[str, int],
+    num_bytes: dict[str, int],
+    settings: dict[str, Any],
+    provenance: dict[str, Any],
+) -> str:
+    """The card's YAML front matter (without its ``---`` fences)."""
+    import yaml
+
+    written = [s for s, n in counts.items() if n]
+    front: dict[str, Any] = {
+        "pretty_name": name,
+        "tags": ["steplab", "trl", kind, "agents", "tool-use"],
+        "task_categories": [_KIND_TEXT[kind][1]],
+        "configs": configs,
+        "dataset_info": {
+            "features": features._to_yaml_list(),
+            "splits": [
+                {"name": s, "num_bytes": num_bytes[s], "num_examples": counts[s]} for s in written
+            ],
+        },
+        "steplab": {**settings, "provenance": provenance},
+    }
+    return yaml.safe_dump(front, sort_keys=True, allow_unicode=True, width=100).rstrip("\n")
+
+
+def _card_loading(fmt: str, written: list[str]) -> list[str]:
+    """The card's "Loading" section: how to load the splits with ``datasets``."""
+    return [
+        "## Loading",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        "",
+        f'dataset = load_dataset("{fmt}", data_files={{',
+        *[f'    "{s}": "data/{s}.{fmt}",' for s in written],
+        "})",
+        "```",
+        "",
+    ]
+
+
+def _card_columns(features: Any, columns: list[str]) -> list[str]:
+    """The card's "Columns" section: each column's type and meaning (:data:`COLUMN_DOCS`)."""
+    lines = ["## Columns", "", "| column | type | meaning |", "|---|---|---|"]
+    for column in columns:
+        lines.append(f"| `{column}` | `{features[column]!s}` | {COLUMN_DOCS.get(column, '')} |")
+    return lines
+
+
+def _card_splits(settings: dict[str, Any], counts: dict[str, int]) -> list[str]:
+    """The card's "Splits" section: how rows were assigned, and each split's fraction and size."""
+    split_by = settings["split_by"]
+    unit = f"each distinct `{split_by}`" if split_by else "each distinct row content"
+    return [
+        "## Splits",
+        "",
+        f"Rows: {settings['rows']} ({settings['duplicates']} duplicates dropped). Split units "
+        f"({unit}) are ranked by sha256 of the seed ({settings['seed']}) and the unit, then cut "
+        "into the fractions below; the assignment does not depend on the order of the rows.",
+        "",
+        "| split | fraction | rows |",
+        "|---|---|---|",
+        *[f"| {s} | {f:g} | {counts[s]} |" for s, f in settings["splits"].items()],
+        "",
+    ]
 
 
 def _card_text(
@@ -228,36 +315,31 @@ def _card_text(
     settings: dict[str, Any],
     provenance: dict[str, Any],
 ) -> str:
+    """The dataset card (``README.md``): front matter, then Loading, Columns, Splits, Provenance
+    and Files sections."""
     import yaml
 
-    description, task_category = _KIND_TEXT[kind]
     written = [s for s, n in counts.items() if n]
-    configs = []
-    formats = [f for f in ("parquet", "jsonl") if any(p.endswith("." + f) for p in files)]
-    for number, fmt in enumerate(formats):
-        configs.append(
-            {
-                "config_name": "default" if number == 0 else fmt,
-                "data_files": [{"split": s, "path": f"data/{s}.{fmt}"} for s in written],
-            }
-        )
-    front: dict[str, Any] = {
-        "pretty_name": name,
-        "tags": ["steplab", "trl", kind, "agents", "tool-use"],
-        "task_categories": [task_category],
-        "configs": configs,
-        "dataset_info": {
-            "features": features._to_yaml_list(),
-            "splits": [
-                {"name": s, "num_bytes": num_bytes[s], "num_examples": counts[s]} for s in written
-            ],
-        },
-        "steplab": {**settings, "provenance": provenance},
-    }
-    header = yaml.safe_dump(front, sort_keys=True, allow_unicode=True, width=100)
+    formats, configs = _card_configs(files, written)
+    header = _card_header(
+        name=name,
+        kind=kind,
+        features=features,
+        configs=configs,
+        counts=counts,
+        num_bytes=num_bytes,
+        settings=settings,
+        provenance=provenance,
+    )
+    description = _KIND_TEXT[kind][0]
+    provenance_yaml = (
+        yaml.safe_dump(provenance, sort_keys=True, allow_unicode=True, width=100).rstrip("\n")
+        if provenance
+        else "{}"
+    )
     lines = [
         "---",
-        header.rstrip("\n"),
+        header,
         "---",
         "",
         f"# {name}",
@@ -265,45 +347,14 @@ def _card_text(
         f"A Steplab `{kind}` dataset — {description}. Every row carries the ids of its "
         "trajectory and steps.",
         "",
-        "## Loading",
+        *_card_loading(formats[0], written),
+        *_card_columns(features, columns),
         "",
-        "```python",
-        "from datasets import load_dataset",
-        "",
-        f'dataset = load_dataset("{formats[0]}", data_files={{',
-        *[f'    "{s}": "data/{s}.{formats[0]}",' for s in written],
-        "})",
-        "```",
-        "",
-        "## Columns",
-        "",
-        "| column | type | meaning |",
-        "|---|---|---|",
-    ]
-    for column in columns:
-        kind_of = str(features[column])
-        doc = COLUMN_DOCS.get(column, "")
-        lines.append(f"| `{column}` | `{kind_of}` | {doc} |")
-    split_by = settings["split_by"]
-    unit = f"each distinct `{split_by}`" if split_by else "each distinct row content"
-    lines += [
-        "",
-        "## Splits",
-        "",
-        f"Rows: {settings['rows']} ({settings['duplicates']} duplicates dropped). Split units "
-        f"({unit}) are ranked by sha256 of the seed ({settings['seed']}) and the unit, then cut "
-        "into the fractions below; the assignment does not depend on the order of the rows.",
-        "",
-        "| split | fraction | rows |",
-        "|---|---|---|",
-        *[f"| {s} | {f:g} | {counts[s]} |" for s, f in settings["splits"].items()],
-        "",
+        *_card_splits(settings, counts),
         "## Provenance",
         "",
         "```yaml",
-        yaml.safe_dump(provenance, sort_keys=True, allow_unicode=True, width=100).rstrip("\n")
-        if provenance
-        else "{}",
+        provenance_yaml,
         "```",
         "",
         "## Files",
@@ -312,6 +363,149 @@ def _card_text(
         "",
     ]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- write_dataset phases
+
+#: One row as the writer carries it: (content key, canonical JSON text, the row with every column).
+_Entry = tuple[str, str, dict[str, Any]]
+
+
+def _check_options(
+    kind: str, name: str, seed: int, splits: Any, formats: Sequence[str]
+) -> tuple[list[tuple[str, float]], list[str]]:
+    """Refuse a bad kind, name, seed, splits or formats; returns the split fractions and the
+    formats (de-duplicated, in order)."""
+    if kind not in KINDS:
+        raise ConfigError(f"unknown dataset kind {kind!r}; use one of {', '.join(KINDS)}")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError("a dataset needs a non-empty name")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"seed must be an integer, not {seed!r}")
+    fractions = _fractions(splits)
+    formats = list(dict.fromkeys(formats))
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise ConfigError(f"formats are one or more of {', '.join(FORMATS)}, not {formats!r}")
+    return fractions, formats
+
+
+def _collect_rows(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The records as dicts; InputError for a record that is not a mapping, or for none at all."""
+    rows = []
+    for number, record in enumerate(records):
+        if not isinstance(record, Mapping):
+            raise InputError(f"record #{number} is {type(record).__name__}, not a dict")
+        rows.append(dict(record))
+    if not rows:
+        raise InputError(
+            "there are no records to write: the selection matched no trajectory (or every one "
+            "was left out); widen the filters"
+        )
+    return rows
+
+
+def _canonical_entries(
+    rows: list[dict[str, Any]], columns: list[str], dedupe: bool
+) -> tuple[list[_Entry], int]:
+    """Canonical rows (every column in every row) sorted by content key, duplicates dropped when
+    ``dedupe`` (the smallest canonical JSON of each key is kept). Returns them and how many were
+    dropped."""
+    entries: list[_Entry] = []
+    for number, row in enumerate(rows):
+        full = {k: row.get(k) for k in columns}
+        try:
+            text = canonical_json(full)
+        except InputError as exc:
+            raise InputError(f"record #{number}: {exc}") from None
+        entries.append((content_key(full), text, full))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    kept: list[_Entry] = []
+    for entry in entries:
+        if dedupe and kept and kept[-1][0] == entry[0]:
+            continue
+        kept.append(entry)
+    return kept, len(entries) - len(kept)
+
+
+def _assign_splits(
+    kept: list[_Entry], fractions: list[tuple[str, float]], seed: int, split_by: str | None
+) -> dict[str, list[_Entry]]:
+    """The seeded split assignment over units (see the module docstring): split name → its
+    entries, in content-key order."""
+
+    def unit_of(entry: _Entry) -> str:
+        return canonical_json(entry[2][split_by]) if split_by is not None else entry[0]
+
+    units = sorted(
+        {unit_of(e) for e in kept},
+        key=lambda u: (hashlib.sha256(f"{seed}\0{u}".encode()).hexdigest(), u),
+    )
+    sizes = _allocate(len(units), [f for _, f in fractions])
+    split_of: dict[str, str] = {}
+    start = 0
+    for (split, _), size in zip(fractions, sizes, strict=True):
+        for unit in units[start : start + size]:
+            split_of[unit] = split
+        start += size
+    by_split: dict[str, list[_Entry]] = {s: [] for s, _ in fractions}
+    for entry in kept:
+        by_split[split_of[unit_of(entry)]].append(entry)
+    return by_split
+
+
+def _tables(by_split: dict[str, list[_Entry]]) -> tuple[Any, dict[str, Any]]:
+    """One schema for every split, inferred from all rows (see the module docstring), and the
+    pyarrow table of each non-empty split."""
+    from datasets import Dataset
+
+    parsed = {s: [json.loads(text) for _, text, _ in es] for s, es in by_split.items()}
+    try:
+        features = Dataset.from_list(
+            [row for rows in parsed.values() for row in rows], on_mixed_types="use_json"
+        ).features
+        tables = {
+            s: Dataset.from_list(rows, features=features).data.table
+            for s, rows in parsed.items()
+            if rows
+        }
+    except Exception as exc:  # pyarrow raises several types for data it cannot type
+        raise InputError(f"the records cannot be stored as one table: {exc}") from None
+    return features, tables
+
+
+def _write_splits(
+    out: Path, by_split: dict[str, list[_Entry]], tables: dict[str, Any], formats: list[str]
+) -> dict[str, Path]:
+    """Write each non-empty split in each format at :func:`~.layout.split_path`; returns the
+    files by path relative to ``out``."""
+    import pyarrow.parquet as pq
+
+    files: dict[str, Path] = {}
+    for split, entries in by_split.items():
+        if not entries:
+            continue
+        if "jsonl" in formats:
+            path = split_path(out, split)
+            _write_atomic(path, "".join(text + "\n" for _, text, _ in entries).encode("utf-8"))
+            files[path.relative_to(out).as_posix()] = path
+        if "parquet" in formats:
+            path = split_path(out, split, fmt="parquet")
+            tmp = path.with_name(path.name + ".tmp")
+            pq.write_table(tables[split], tmp)
+            os.replace(tmp, path)
+            files[path.relative_to(out).as_posix()] = path
+    return files
+
+
+def _write_card(out: Path, files: dict[str, Path], **card: Any) -> tuple[Path, dict[str, str]]:
+    """Write ``README.md`` (:func:`_card_text` of ``card``, listing the sha256 of every data
+    file). Returns its path and the sha256 of every file written, the card included."""
+    sha256 = {rel: _sha256(path) for rel, path in sorted(files.items())}
+    card_path = out / "README.md"
+    _write_atomic(card_path, _card_text(files=files, sha256=sha256, **card).encode("utf-8"))
+    sha256["README.md"] = _sha256(card_path)
+    return card_path, sha256
 
 
 def write_dataset(
@@ -338,104 +532,24 @@ def write_dataset(
     its ``README.md`` and ``data/`` and leaves anything else there alone). Nothing is written
     when the records are refused.
     """
-    if kind not in KINDS:
-        raise ConfigError(f"unknown dataset kind {kind!r}; use one of {', '.join(KINDS)}")
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigError("a dataset needs a non-empty name")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"seed must be an integer, not {seed!r}")
-    fractions = _fractions(splits)
-    formats = list(dict.fromkeys(formats))
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown or not formats:
-        raise ConfigError(f"formats are one or more of {', '.join(FORMATS)}, not {formats!r}")
+    # 1. options and records
+    fractions, formats = _check_options(kind, name, seed, splits, formats)
     provenance = json.loads(canonical_json(dict(card or {})))
-
-    rows = []
-    for number, record in enumerate(records):
-        if not isinstance(record, Mapping):
-            raise InputError(f"record #{number} is {type(record).__name__}, not a dict")
-        rows.append(dict(record))
-    if not rows:
-        raise InputError(
-            "there are no records to write: the selection matched no trajectory (or every one "
-            "was left out); widen the filters"
-        )
+    rows = _collect_rows(records)
     columns = sorted({k for row in rows for k in row})
     if split_by is not None and split_by not in columns:
         raise ConfigError(f"split_by={split_by!r} is not a column; the columns are {columns}")
 
-    # canonical rows (every column in every row), their keys, de-duplication
-    entries: list[tuple[str, str, dict[str, Any]]] = []
-    for number, row in enumerate(rows):
-        full = {k: row.get(k) for k in columns}
-        try:
-            text = canonical_json(full)
-        except InputError as exc:
-            raise InputError(f"record #{number}: {exc}") from None
-        entries.append((content_key(full), text, full))
-    entries.sort(key=lambda e: (e[0], e[1]))
-    kept: list[tuple[str, str, dict[str, Any]]] = []
-    for entry in entries:
-        if dedupe and kept and kept[-1][0] == entry[0]:
-            continue
-        kept.append(entry)
-    duplicates = len(entries) - len(kept)
-
-    # seeded split assignment over units
-    def unit_of(entry: tuple[str, str, dict[str, Any]]) -> str:
-        return canonical_json(entry[2][split_by]) if split_by is not None else entry[0]
-
-    units = sorted(
-        {unit_of(e) for e in kept},
-        key=lambda u: (hashlib.sha256(f"{seed}\0{u}".encode()).hexdigest(), u),
-    )
-    sizes = _allocate(len(units), [f for _, f in fractions])
-    split_of: dict[str, str] = {}
-    start = 0
-    for (split, _), size in zip(fractions, sizes, strict=True):
-        for unit in units[start : start + size]:
-            split_of[unit] = split
-        start += size
-    by_split: dict[str, list[tuple[str, str, dict[str, Any]]]] = {s: [] for s, _ in fractions}
-    for entry in kept:
-        by_split[split_of[unit_of(entry)]].append(entry)
+    # 2. canonical rows, de-duplication, seeded splits, one schema
+    kept, duplicates = _canonical_entries(rows, columns, dedupe)
+    by_split = _assign_splits(kept, fractions, seed, split_by)
     counts = {s: len(entries) for s, entries in by_split.items()}
+    features, tables = _tables(by_split)
 
-    # one schema for every split, inferred from all rows (see the module docstring)
-    import pyarrow.parquet as pq
-    from datasets import Dataset
-
-    parsed = {s: [json.loads(text) for _, text, _ in es] for s, es in by_split.items()}
-    try:
-        features = Dataset.from_list(
-            [row for s, _ in fractions for row in parsed[s]], on_mixed_types="use_json"
-        ).features
-        tables = {
-            s: Dataset.from_list(parsed[s], features=features).data.table
-            for s, _ in fractions
-            if parsed[s]
-        }
-    except Exception as exc:  # pyarrow raises several types for data it cannot type
-        raise InputError(f"the records cannot be stored as one table: {exc}") from None
-
+    # 3. the files, then the card that lists their hashes
     out = Path(out_dir)
     _prepare_directory(out, overwrite)
-    files: dict[str, Path] = {}
-    for split, entries in by_split.items():
-        if not entries:
-            continue
-        if "jsonl" in formats:
-            path = out / "data" / f"{split}.jsonl"
-            _write_atomic(path, "".join(text + "\n" for _, text, _ in entries).encode("utf-8"))
-            files[f"data/{split}.jsonl"] = path
-        if "parquet" in formats:
-            path = out / "data" / f"{split}.parquet"
-            tmp = path.with_name(path.name + ".tmp")
-            pq.write_table(tables[split], tmp)
-            os.replace(tmp, path)
-            files[f"data/{split}.parquet"] = path
-    sha256 = {rel: _sha256(path) for rel, path in sorted(files.items())}
+    files = _write_splits(out, by_split, tables, formats)
     settings = {
         "kind": kind,
         "name": name,
@@ -448,21 +562,18 @@ def write_dataset(
         "duplicates": duplicates,
         "counts": counts,
     }
-    text = _card_text(
+    card_path, sha256 = _write_card(
+        out,
+        files,
         name=name,
         kind=kind,
         features=features,
         columns=columns,
         counts=counts,
         num_bytes={split: table.nbytes for split, table in tables.items()},
-        files=files,
-        sha256=sha256,
         settings=settings,
         provenance=provenance,
     )
-    card_path = out / "README.md"
-    _write_atomic(card_path, text.encode("utf-8"))
-    sha256["README.md"] = _sha256(card_path)
     return DatasetFiles(
         directory=out,
         files=files,
@@ -473,21 +584,3 @@ def write_dataset(
         rows=len(kept),
         columns=columns,
     )
-
-
-def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of a JSONL file written by :func:`write_dataset` (for trainers that do not want
-    ``datasets``' cache)."""
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path} line {number}: not JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise InputError(f"{path} line {number}: expected a JSON object")
-            rows.append(row)
-    return rows

@@ -5,8 +5,9 @@ Steplab's own environments, registered on import::
     env = make("steplab/arithmetic")
 """
 
-from trainer_core.envs.core import Action, AgentEnv, TimeStep, ToolSpec, parse_action
+from trainer_core.envs.core import Action, AgentEnv, TimeStep, parse_action
 from trainer_core.envs.registry import EnvSpec, UnknownEnvironment, list_envs, make, register, spec
+from trainer_core.tasks.model import ToolSpec
 
 __all__ = [
     "Action",

@@ -43,9 +43,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from trainer_core.envs.core import Action, AgentEnv, TimeStep, ToolSpec
+from trainer_core.envs.core import Action, AgentEnv, TimeStep
 from trainer_core.errors import ConfigError, EnvironmentUnavailable
-from trainer_core.tasks.model import Task
+from trainer_core.tasks.model import Task, ToolSpec
 
 __all__ = ["ACT_TOOL", "AgentGymEnv"]
 

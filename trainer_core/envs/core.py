@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainer_core.tasks.model import Task, coerce_task
+from trainer_core.tasks.model import Task, ToolSpec, coerce_task
 
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -95,25 +95,6 @@ def parse_action(action: Any) -> Action | str:
     if thought is not None and not isinstance(thought, str):
         return "Invalid action: 'thought' must be a string when given."
     return Action(tool=tool.strip(), params=dict(params), thought=thought)
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    """A tool as the agent sees it: a name, what it does, JSON-schema parameters."""
-
-    name: str
-    description: str
-    parameters: Mapping[str, Any] = field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
-    category: str = "execute"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "parameters": dict(self.parameters),
-        }
 
 
 class AgentEnv(ABC):

@@ -1,4 +1,5 @@
-"""The environment registry: ``register``, ``make``, ``spec``, ``list_envs``.
+"""The environment registry: ``register``, ``make``, ``spec``, ``list_envs``, and
+``describe_stack`` / ``rebuild_stack`` (a wrapped env as JSON and back, rebuilt from its id).
 
 Ids are ``namespace/name``. Steplab's own environments register when ``trainer_core.envs`` is
 imported, so ``make("steplab/conversation")`` works in a fresh interpreter.
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer_core.envs.core import AgentEnv
+from trainer_core.envs.wrappers import MaxSteps, Timeout, Wrapper
 from trainer_core.errors import ConfigError
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9_.-]*/[a-z0-9][a-z0-9_.-]*$")
@@ -39,11 +41,16 @@ class EnvSpec:
     def load(self) -> Callable[..., AgentEnv]:
         if callable(self.entry_point):
             return self.entry_point
-        module, _, attr = self.entry_point.partition(":")
-        target: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            target = getattr(target, part)
-        return target
+        return _import_path(self.entry_point)
+
+
+def _import_path(path: str) -> Any:
+    """The object an import path ``"module:Qualified.name"`` names."""
+    module, _, attr = path.partition(":")
+    target: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    return target
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
@@ -101,10 +108,58 @@ def make(id: str, *, wrappers: bool = True, **overrides: Any) -> AgentEnv:
     env.spec = env_spec
     env._make_kwargs = dict(overrides)
     if wrappers:
-        from trainer_core.envs.wrappers import MaxSteps, Timeout
-
         if step_seconds:
             env = Timeout(env, step_seconds=step_seconds)
         if max_steps:
             env = MaxSteps(env, max_steps=max_steps)
+    return env
+
+
+def _ref(obj: Any) -> Any:
+    """A JSON-friendly form of a constructor argument (callables by import path)."""
+    if callable(obj) and hasattr(obj, "__module__") and hasattr(obj, "__qualname__"):
+        return {"callable": f"{obj.__module__}:{obj.__qualname__}"}
+    return obj
+
+
+def _unref(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {"callable"}:
+        return _import_path(value["callable"])
+    return value
+
+
+def describe_stack(env: AgentEnv) -> dict[str, Any]:
+    """{"env": {"id": ..., "kwargs": ...}, "wrappers": [innermost first]}."""
+    wrappers = []
+    current = env
+    while isinstance(current, Wrapper):
+        cls = type(current)
+        wrappers.append(
+            {
+                "wrapper": f"{cls.__module__}:{cls.__qualname__}",
+                "kwargs": {k: _ref(v) for k, v in current.constructor_args.items()},
+            }
+        )
+        current = current.env
+    env_spec = current.spec
+    base = {
+        "id": env_spec.id if env_spec else None,
+        "kwargs": dict(getattr(current, "_make_kwargs", {}) or {}),
+    }
+    return {"env": base, "wrappers": list(reversed(wrappers))}
+
+
+def rebuild_stack(description: dict[str, Any]) -> AgentEnv:
+    """The env a :func:`describe_stack` description describes: made from its id without the
+    spec's wrappers, then wrapped as described (innermost first)."""
+    base = description["env"]
+    if not base.get("id"):
+        raise ValueError(
+            "cannot rebuild: the innermost environment was not made from a registered id"
+        )
+    env = make(base["id"], wrappers=False, **base.get("kwargs", {}))
+    for item in description.get("wrappers", []):
+        module, _, name = item["wrapper"].partition(":")
+        cls = getattr(importlib.import_module(module), name)
+        env = cls(env, **{k: _unref(v) for k, v in item.get("kwargs", {}).items()})
     return env

@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from trainer_core.envs.core import Action, AgentEnv, TimeStep, ToolSpec
+from trainer_core.envs.core import Action, AgentEnv, TimeStep
 from trainer_core.envs.profiles import DomainProfile, get_profile
-from trainer_core.tasks.model import Task
+from trainer_core.tasks.model import Task, ToolSpec
 
 
 class ProfileEnv(AgentEnv):

@@ -34,7 +34,6 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
-from scipy import stats
 
 from trainer_core.errors import InputError
 from trainer_core.evaluation.stats import (
@@ -60,6 +59,15 @@ __all__ = [
     "welch_t",
     "wilcoxon",
 ]
+
+
+def _stats():
+    """scipy.stats, imported on first use: it takes about a second to import, and the web app
+    and its workers import this module at start."""
+    from scipy import stats
+
+    return stats
+
 
 METHODS = ("holm", "bonferroni", "none")
 MIN_N = 10
@@ -168,7 +176,7 @@ def _exact_sign(name, b_wins: int, a_wins: int, n: int, effect, alpha: float, la
         return _result(name, 0, alpha, notes=["no pairs"])
     if discordant == 0:
         return _result(name, n, alpha, stat=0, p=1.0, effect=effect, notes=["no discordant pairs"])
-    p = stats.binomtest(b_wins, discordant, 0.5).pvalue
+    p = _stats().binomtest(b_wins, discordant, 0.5).pvalue
     notes = [f"{b_wins} pairs favour {labels[1]}, {a_wins} favour {labels[0]}"]
     smallest = min(1.0, 2 * 0.5**discordant)
     if smallest >= alpha:
@@ -225,7 +233,7 @@ def paired_t(
         )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # near-constant data: scipy's own note
-        r = stats.ttest_rel(y, x)
+        r = _stats().ttest_rel(y, x)
     ci = r.confidence_interval(confidence)
     return _result(
         name, n, alpha, stat=r.statistic, p=r.pvalue, effect=effect, low=ci.low, high=ci.high,
@@ -245,7 +253,7 @@ def wilcoxon(a: Sequence[float], b: Sequence[float], *, alpha: float = 0.05) -> 
         return _result(
             name, n, alpha, stat=0, p=1.0, effect=median, notes=["all differences are zero"]
         )
-    r = stats.wilcoxon(y, x)
+    r = _stats().wilcoxon(y, x)
     notes = [_small(nonzero, "non-zero differences")]
     if nonzero < 6:
         notes.append("fewer than 6 non-zero differences: p cannot go below 0.05")
@@ -273,7 +281,7 @@ def welch_t(
         return _result(name, n, alpha, p=p, effect=effect, notes=["no variation: t is undefined"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # one run constant: still defined
-        r = stats.ttest_ind(y, x, equal_var=False)
+        r = _stats().ttest_ind(y, x, equal_var=False)
     ci = r.confidence_interval(confidence)
     return _result(
         name, n, alpha, stat=r.statistic, p=r.pvalue, effect=effect, low=ci.low, high=ci.high,
@@ -289,7 +297,7 @@ def mann_whitney(a: Sequence[float], b: Sequence[float], *, alpha: float = 0.05)
         return _result(name, n, alpha, notes=["needs at least 1 value per run"])
     if np.all(np.concatenate([x, y]) == x[0]):
         return _result(name, n, alpha, p=1.0, effect=0.0, notes=["all values are equal"])
-    r = stats.mannwhitneyu(y, x, alternative="two-sided")
+    r = _stats().mannwhitneyu(y, x, alternative="two-sided")
     effect = 2 * r.statistic / (len(x) * len(y)) - 1
     notes = [_small(smaller, "values in the smaller run")]
     return _result(name, n, alpha, stat=r.statistic, p=r.pvalue, effect=effect, notes=notes)

@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from trainer_core.errors import InputError
 
@@ -45,6 +44,14 @@ __all__ = [
     "summarize",
     "wilson_interval",
 ]
+
+
+def _stats():
+    """scipy.stats, imported on first use: it takes about a second to import, and the web app
+    and its workers import this module at start."""
+    from scipy import stats
+
+    return stats
 
 
 @dataclass
@@ -100,7 +107,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
         raise InputError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
     if n == 0:
         return (0.0, 1.0)
-    z = float(stats.norm.ppf(1 - (1 - confidence) / 2))
+    z = float(_stats().norm.ppf(1 - (1 - confidence) / 2))
     p = successes / n
     denominator = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denominator
@@ -183,7 +190,7 @@ def bootstrap_statistic(
         raise InputError(f"n_resamples must be at least 1, not {n_resamples!r}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # degenerate BCa: handled below
-        result = stats.bootstrap(
+        result = _stats().bootstrap(
             samples,
             statistic,
             n_resamples=n_resamples,

@@ -1,7 +1,7 @@
 """What the API-backed policies (Anthropic, OpenAI-compatible) share: settings checks, the API
 key read from an environment variable, the episode's prompt, and SDK errors turned into
 :class:`~trainer_core.errors.PolicyError` messages that say what to do. :class:`ApiCaller` (all
-but the episode) is shared with the LLM judge (:mod:`trainer_core.rewards.judge`).
+but the episode) is shared with the LLM judge (:mod:`trainer_core.rewards.judge.client`).
 
 Retries are the SDKs' own (``max_retries``): both retry 408/409/429/5xx and connection errors
 with exponential backoff (0.5 s doubling to 8 s, with jitter) and wait what a ``Retry-After`` /
@@ -13,7 +13,8 @@ last request when the call failed).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from trainer_core.errors import ConfigError, PolicyError
@@ -31,9 +32,9 @@ def _check_model(model: object) -> None:
 
 class ApiCaller:
     """What every caller of a hosted model API shares (the policies here, the LLM judge in
-    :mod:`trainer_core.rewards.judge`): the settings' checks, the API key read from an
+    :mod:`trainer_core.rewards.judge.client`): the settings' checks, the API key read from an
     environment variable, the cost of a call, and SDK errors as :class:`PolicyError` messages.
-    Subclasses make their own SDK client (kept in ``self._client``)."""
+    Subclasses make their own SDK client with :meth:`_new_client` (kept in ``self._client``)."""
 
     provider = "the API"  # for messages, e.g. "the Anthropic API"
     caller = "the policy"  # what runs the calls, for the missing-key message
@@ -97,7 +98,17 @@ class ApiCaller:
         self.name = name
         self._client: Any = None  # the SDK client, made at the first call (it holds the key)
 
-    # --- the key ----------------------------------------------------------------------------
+    # --- the key and the client -------------------------------------------------------------
+
+    def _new_client(self, maker: Callable[..., Any]) -> Any:
+        """An SDK client of these settings: ``maker`` is ``anthropic.Anthropic`` or
+        ``openai.OpenAI``. Reads the key (PolicyError when it is missing)."""
+        return maker(
+            api_key=self._api_key(),
+            base_url=self.base_url,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+        )
 
     def _api_key(self) -> str:
         if self.api_key_env is None:
@@ -189,22 +200,31 @@ class ApiCaller:
 
 
 class ApiPolicy(ApiCaller):
-    """Base of the API-backed policies (see :mod:`.anthropic_api`, :mod:`.openai_compat`)."""
+    """Base of the API-backed policies (see :mod:`.anthropic_api`, :mod:`.openai_compat`).
+
+    Settings (each backend adds its own and may change the defaults of ``api_key_env`` and
+    ``name``): ``api_key_env`` (the environment variable holding the key; None: a placeholder
+    key, for a server that checks none), ``base_url`` (None: the SDK's default), ``temperature``
+    (None: the server's default), ``max_tokens``, ``system`` (instructions before the task),
+    ``prompt_format`` (``native`` tool calls or ``react`` text), ``max_retries`` (the SDK's, of
+    429/5xx and connection errors), ``timeout`` (seconds per request), ``price_in`` /
+    ``price_out`` (USD per million tokens, over the price table), ``name`` (for messages).
+    """
 
     def __init__(
         self,
         model: str,
         *,
         api_key_env: str | None,
-        base_url: str | None,
-        temperature: float | None,
-        max_tokens: int,
-        system: str | None,
-        prompt_format: str,
-        max_retries: int,
-        timeout: float,
-        price_in: float | None,
-        price_out: float | None,
+        base_url: str | None = None,
+        temperature: float | None = 0.0,
+        max_tokens: int = 1024,
+        system: str | None = None,
+        prompt_format: str = "native",
+        max_retries: int = 4,
+        timeout: float = 60.0,
+        price_in: float | None = None,
+        price_out: float | None = None,
         name: str,
     ) -> None:
         _check_model(model)
@@ -256,6 +276,19 @@ class ApiPolicy(ApiCaller):
             f"{self.name}: act() was called with a history but the episode's first observation "
             "was never seen; call reset(task) and act() with an empty history first"
         )
+
+    def _call(
+        self, sdk: Any, create: Callable[..., Any], kwargs: dict[str, Any]
+    ) -> tuple[Any, int, float]:
+        """One request through the SDK's raw-response ``create``: (the parsed response, the
+        attempts the SDK made, seconds taken). SDK errors raise PolicyError."""
+        started = time.perf_counter()
+        try:
+            raw_response = create(**kwargs)
+            response = raw_response.parse()
+        except sdk.APIError as exc:
+            raise self._policy_error(exc, sdk) from None
+        return response, raw_response.retries_taken + 1, time.perf_counter() - started
 
 
 def _attempts(exc: Exception) -> int | None:

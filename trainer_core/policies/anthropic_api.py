@@ -28,7 +28,6 @@ stored elsewhere or shown. 429 and 5xx answers are retried by the SDK with backo
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -54,47 +53,24 @@ class AnthropicPolicy(ApiPolicy):
         model: str,
         *,
         api_key_env: str = "ANTHROPIC_API_KEY",
-        base_url: str | None = None,
-        temperature: float | None = 0.0,
-        max_tokens: int = 1024,
-        system: str | None = None,
-        prompt_format: str = "native",
-        max_retries: int = 4,
-        timeout: float = 60.0,
-        price_in: float | None = None,
-        price_out: float | None = None,
         name: str = "anthropic",
+        **settings: Any,
     ) -> None:
+        """``settings``: base_url, temperature (0.0), max_tokens (1024), system, prompt_format
+        (``native`` or ``react``), max_retries (4), timeout (60 s), price_in, price_out; see
+        :class:`~trainer_core.policies._api.ApiPolicy`."""
         if not api_key_env:
             raise ConfigError(
                 "the Anthropic API needs a key: api_key_env must name the environment variable "
                 "that holds it (e.g. 'ANTHROPIC_API_KEY')"
             )
-        super().__init__(
-            model,
-            api_key_env=api_key_env,
-            base_url=base_url,
-            temperature=temperature,
-            max_tokens=max_tokens,
-            system=system,
-            prompt_format=prompt_format,
-            max_retries=max_retries,
-            timeout=timeout,
-            price_in=price_in,
-            price_out=price_out,
-            name=name,
-        )
+        super().__init__(model, api_key_env=api_key_env, name=name, **settings)
 
     def _sdk_client(self) -> Any:
         if self._client is None:
             import anthropic
 
-            self._client = anthropic.Anthropic(
-                api_key=self._api_key(),
-                base_url=self.base_url,
-                max_retries=self.max_retries,
-                timeout=self.timeout,
-            )
+            self._client = self._new_client(anthropic.Anthropic)
         return self._client
 
     def request(
@@ -127,21 +103,14 @@ class AnthropicPolicy(ApiPolicy):
         import anthropic
 
         kwargs = self.request(observation, history, tools)
-        client = self._sdk_client()
-        started = time.perf_counter()
-        try:
-            raw_response = client.messages.with_raw_response.create(**kwargs)
-            message = raw_response.parse()
-        except anthropic.APIError as exc:
-            raise self._policy_error(exc, anthropic) from None
-        latency = time.perf_counter() - started
-
+        create = self._sdk_client().messages.with_raw_response.create
+        message, attempts, latency = self._call(anthropic, create, kwargs)
         tokens_in = int(getattr(message.usage, "input_tokens", 0) or 0)
         tokens_out = int(getattr(message.usage, "output_tokens", 0) or 0)
         usage = Usage(tokens_in, tokens_out, self._cost(tokens_in, tokens_out), latency)
         metadata: dict[str, Any] = {
             "prompt_format": self.prompt_format,
-            "attempts": raw_response.retries_taken + 1,
+            "attempts": attempts,
             "model": message.model,
             "stop_reason": message.stop_reason,
             "response_id": message.id,

@@ -7,7 +7,7 @@ Every policy (scripted, Anthropic, OpenAI-compatible, local Hugging Face model) 
 
 ``observation`` is the latest observation (the task prompt on the first step), ``history`` the
 earlier turns of this episode as :class:`Turn` objects (oldest first), ``tools`` the
-environment's :class:`~trainer_core.envs.core.ToolSpec` list.
+environment's :class:`~trainer_core.tasks.model.ToolSpec` list.
 
 A :class:`Decision` carries the action ``{"tool", "params", "thought"}`` and the
 :class:`Usage` of the call. When the model's output cannot be turned into an action (no tool
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from trainer_core.envs.core import AgentEnv, TimeStep, ToolSpec
-    from trainer_core.tasks.model import Task
+    from trainer_core.envs.core import AgentEnv, TimeStep
+    from trainer_core.tasks.model import Task, ToolSpec
 
 __all__ = [
     "PROMPT_FORMATS",

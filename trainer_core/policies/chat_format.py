@@ -67,9 +67,9 @@ from typing import TYPE_CHECKING, Any
 from trainer_core.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
-    from trainer_core.envs.core import ToolSpec
     from trainer_core.policies.base import Turn
     from trainer_core.recording.schema import Step, Trajectory
+    from trainer_core.tasks.model import ToolSpec
 
 __all__ = [
     "CHAT_TEMPLATE",

@@ -47,8 +47,7 @@ from trainer_core.policies import chat_format
 from trainer_core.policies.base import Decision, Turn, Usage
 
 if TYPE_CHECKING:
-    from trainer_core.envs.core import ToolSpec
-    from trainer_core.tasks.model import Task
+    from trainer_core.tasks.model import Task, ToolSpec
 
 __all__ = ["Generation", "LocalHFPolicy", "check_model_dir"]
 
@@ -117,6 +116,77 @@ def _import_torch() -> tuple[Any, Any]:
             f"the local model policy needs torch and transformers ({exc}); install them"
         ) from None
     return torch, transformers
+
+
+def _stop_ids(tokenizer: Any) -> list[int]:
+    """The token ids generation stops at: ``<|im_end|>``, then the eos token when different."""
+    stop_ids = [tokenizer.convert_tokens_to_ids(chat_format.IM_END)]
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in stop_ids:
+        stop_ids.append(tokenizer.eos_token_id)
+    return stop_ids
+
+
+def _fit_context(model: Any, width: int, max_new_tokens: int) -> int:
+    """``max_new_tokens`` cut to what the model's context leaves after a ``width``-token prompt;
+    a PolicyError when the prompt alone fills it."""
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if not (isinstance(limit, int) and limit > 0):
+        return max_new_tokens
+    if width >= limit:
+        raise PolicyError(
+            f"the prompt has {width} tokens and the model takes at most {limit}; shorten "
+            "the episode (fewer steps, shorter observations) or use a model with a longer "
+            "context"
+        )
+    return min(max_new_tokens, limit - width)
+
+
+def _left_pad(torch: Any, prompts: Sequence[Sequence[int]], width: int, pad_id: int):
+    """``(input_ids, attention_mask)``, both (batch, width): each prompt right-aligned after
+    ``pad_id`` padding, the mask 1 on the prompt's tokens."""
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
+        attention_mask[row, width - len(prompt) :] = 1
+    return input_ids, attention_mask
+
+
+def _sampled_logprobs(
+    torch: Any, out: Any, width: int, batch: int, *, scale: float
+) -> list[list[float]]:
+    """Per row, the log-probability of each generated token under the sampling distribution
+    (logits / ``scale``, the temperature; 1 when greedy)."""
+    rows: list[list[float]] = [[] for _ in range(batch)]
+    for step, logits in enumerate(out.logits):  # (batch, vocab) per generated position
+        chosen = out.sequences[:, width + step].unsqueeze(-1)  # (batch, 1)
+        values = torch.log_softmax(logits.float() / scale, dim=-1).gather(-1, chosen)
+        for row, value in enumerate(values.squeeze(-1).tolist()):
+            rows[row].append(value)
+    return rows
+
+
+def _generation(
+    tokenizer: Any,
+    prompt: Sequence[int],
+    ids: list[int],
+    stop_ids: list[int],
+    logprobs: list[float] | None,
+) -> Generation:
+    """One row's Generation: the tokens up to and with the first stop token (finish "stop"),
+    or all of them (finish "length"); the text leaves the stop token out."""
+    end = next((i for i, t in enumerate(ids) if t in stop_ids), None)
+    finish = "length" if end is None else "stop"
+    ids = ids if end is None else ids[: end + 1]
+    text_ids = ids if end is None else ids[:-1]
+    text = tokenizer.decode(text_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    return Generation(
+        text=text,
+        prompt_token_ids=list(prompt),
+        token_ids=ids,
+        logprobs=logprobs[: len(ids)] if logprobs is not None else None,
+        finish_reason=finish,
+    )
 
 
 class LocalHFPolicy:
@@ -327,27 +397,11 @@ class LocalHFPolicy:
             raise ConfigError("every prompt needs at least one token")
         torch, transformers = _import_torch()
         model, tokenizer, device = self.model, self.tokenizer, self.device
-
-        stop_ids = [tokenizer.convert_tokens_to_ids(chat_format.IM_END)]
-        if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in stop_ids:
-            stop_ids.append(tokenizer.eos_token_id)
+        stop_ids = _stop_ids(tokenizer)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_ids[0]
-
         width = max(len(p) for p in prompts)
-        limit = getattr(model.config, "max_position_embeddings", None)
-        if isinstance(limit, int) and limit > 0:
-            if width >= limit:
-                raise PolicyError(
-                    f"the prompt has {width} tokens and the model takes at most {limit}; shorten "
-                    "the episode (fewer steps, shorter observations) or use a model with a longer "
-                    "context"
-                )
-            max_new_tokens = min(max_new_tokens, limit - width)
-        input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, prompt in enumerate(prompts):
-            input_ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
-            attention_mask[row, width - len(prompt) :] = 1
+        max_new_tokens = _fit_context(model, width, max_new_tokens)
+        input_ids, attention_mask = _left_pad(torch, prompts, width, pad_id)
 
         greedy = temperature == 0.0
         config = transformers.GenerationConfig(
@@ -370,35 +424,20 @@ class LocalHFPolicy:
             )
 
         new = out.sequences[:, width:].tolist()
-        logprob_rows: list[list[float]] = [[] for _ in prompts]
+        logprob_rows = None
         if want_logprobs:
             scale = 1.0 if greedy else temperature
-            for step, logits in enumerate(out.logits):  # (batch, vocab) per generated position
-                chosen = out.sequences[:, width + step].unsqueeze(-1)
-                values = torch.log_softmax(logits.float() / scale, dim=-1).gather(-1, chosen)
-                for row, value in enumerate(values.squeeze(-1).tolist()):
-                    logprob_rows[row].append(value)
-
-        results = []
-        for row, prompt in enumerate(prompts):
-            ids = new[row]
-            end = next((i for i, t in enumerate(ids) if t in stop_ids), None)
-            finish = "length" if end is None else "stop"
-            ids = ids if end is None else ids[: end + 1]
-            text_ids = ids if end is None else ids[:-1]
-            text = tokenizer.decode(
-                text_ids, skip_special_tokens=False, clean_up_tokenization_spaces=False
+            logprob_rows = _sampled_logprobs(torch, out, width, len(prompts), scale=scale)
+        return [
+            _generation(
+                tokenizer,
+                prompt,
+                new[row],
+                stop_ids,
+                logprob_rows[row] if logprob_rows is not None else None,
             )
-            results.append(
-                Generation(
-                    text=text,
-                    prompt_token_ids=list(prompt),
-                    token_ids=ids,
-                    logprobs=logprob_rows[row][: len(ids)] if want_logprobs else None,
-                    finish_reason=finish,
-                )
-            )
-        return results
+            for row, prompt in enumerate(prompts)
+        ]
 
     def _random_stream(self, torch: Any) -> contextlib.AbstractContextManager[Any]:
         """With a seed, each call samples from its own seeded stream (seed, call number) and the

@@ -31,7 +31,6 @@ reasoning models, which refuse ``max_tokens``.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,18 +55,14 @@ class OpenAICompatPolicy(ApiPolicy):
         *,
         base_url: str,
         api_key_env: str | None = "OPENAI_API_KEY",
-        temperature: float | None = 0.0,
-        max_tokens: int = 1024,
-        system: str | None = None,
-        prompt_format: str = "native",
-        max_retries: int = 4,
-        timeout: float = 60.0,
-        price_in: float | None = None,
-        price_out: float | None = None,
         name: str = "openai-compatible",
         extra_body: dict[str, Any] | None = None,
         max_tokens_field: str = "max_tokens",
+        **settings: Any,
     ) -> None:
+        """``settings``: temperature (0.0), max_tokens (1024), system, prompt_format (``native``
+        or ``react``), max_retries (4), timeout (60 s), price_in, price_out; see
+        :class:`~trainer_core.policies._api.ApiPolicy`."""
         if not isinstance(base_url, str) or not base_url.strip():
             raise ConfigError(
                 "base_url is required: the server's OpenAI-compatible root, e.g. "
@@ -81,18 +76,7 @@ class OpenAICompatPolicy(ApiPolicy):
         if extra_body is not None and not isinstance(extra_body, dict):
             raise ConfigError("extra_body must be a dict of extra request fields")
         super().__init__(
-            model,
-            api_key_env=api_key_env,
-            base_url=base_url.strip(),
-            temperature=temperature,
-            max_tokens=max_tokens,
-            system=system,
-            prompt_format=prompt_format,
-            max_retries=max_retries,
-            timeout=timeout,
-            price_in=price_in,
-            price_out=price_out,
-            name=name,
+            model, base_url=base_url.strip(), api_key_env=api_key_env, name=name, **settings
         )
         self.extra_body = dict(extra_body or {})
         self.max_tokens_field = max_tokens_field
@@ -101,12 +85,7 @@ class OpenAICompatPolicy(ApiPolicy):
         if self._client is None:
             import openai
 
-            self._client = openai.OpenAI(
-                api_key=self._api_key(),
-                base_url=self.base_url,
-                max_retries=self.max_retries,
-                timeout=self.timeout,
-            )
+            self._client = self._new_client(openai.OpenAI)
         return self._client
 
     def request(
@@ -134,22 +113,15 @@ class OpenAICompatPolicy(ApiPolicy):
         import openai
 
         kwargs = self.request(observation, history, tools)
-        client = self._sdk_client()
-        started = time.perf_counter()
-        try:
-            raw_response = client.chat.completions.with_raw_response.create(**kwargs)
-            completion = raw_response.parse()
-        except openai.APIError as exc:
-            raise self._policy_error(exc, openai) from None
-        latency = time.perf_counter() - started
-
+        create = self._sdk_client().chat.completions.with_raw_response.create
+        completion, attempts, latency = self._call(openai, create, kwargs)
         usage_in = getattr(completion, "usage", None)
         tokens_in = int(getattr(usage_in, "prompt_tokens", 0) or 0)
         tokens_out = int(getattr(usage_in, "completion_tokens", 0) or 0)
         usage = Usage(tokens_in, tokens_out, self._cost(tokens_in, tokens_out), latency)
         metadata: dict[str, Any] = {
             "prompt_format": self.prompt_format,
-            "attempts": raw_response.retries_taken + 1,
+            "attempts": attempts,
             "model": getattr(completion, "model", None),
             "response_id": getattr(completion, "id", None),
         }

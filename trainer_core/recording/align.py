@@ -270,13 +270,7 @@ def _align_core(
 
     # Fuzzy (same tool, different params) pairs are scored with SequenceMatcher while there are
     # few enough of them in the band; beyond that, with the bigram proxy (see module docstring).
-    n_fuzzy = 0
-    for i in range(n):
-        lt, lk = ltools[i], lkeys[i]
-        for j in range(max(0, i - band), min(m, i + band + 1)):
-            if rtools[j] == lt and rkeys[j] != lk:
-                n_fuzzy += 1
-    exact = n_fuzzy <= FUZZY_BUDGET
+    exact = _fuzzy_pairs(ltools, lkeys, rtools, rkeys, band) <= FUZZY_BUDGET
     litems = [_param_texts(step) for step in left]
     ritems = [_param_texts(step) for step in right]
     cache: dict[tuple[int, int], float] = {}
@@ -322,7 +316,26 @@ def _align_core(
             tr[j] = move
         prev = cur
 
-    # Traceback.
+    return _traceback(trace, n, m)
+
+
+def _fuzzy_pairs(
+    ltools: list[int], lkeys: list[int], rtools: list[int], rkeys: list[int], band: int
+) -> int:
+    """How many (left, right) pairs within the band have the same tool and different params."""
+    n, m = len(ltools), len(rtools)
+    count = 0
+    for i in range(n):
+        lt, lk = ltools[i], lkeys[i]
+        for j in range(max(0, i - band), min(m, i + band + 1)):
+            if rtools[j] == lt and rkeys[j] != lk:
+                count += 1
+    return count
+
+
+def _traceback(trace: list[bytearray], n: int, m: int) -> list[tuple[int | None, int | None]]:
+    """Follow the DP's moves back from (n, m): ``(left, right)`` index pairs in order, None on
+    the side of a gap."""
     pairs: list[tuple[int | None, int | None]] = []
     i, j = n, m
     while i > 0 or j > 0:

@@ -1,13 +1,17 @@
 """The canonical trajectory schema: one step shape for recording, importing, scoring and
-exporting. Versioned (``schema_version``); ``steplab schema`` prints its JSON Schema."""
+exporting. Versioned (``schema_version``); ``steplab schema`` prints its JSON Schema.
+:func:`as_trajectory` turns a Trajectory or its dict into a Trajectory (the one coercion)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trainer_core.errors import InputError, describe_validation_error
 
 SCHEMA_VERSION = "1.0"
 
@@ -78,6 +82,22 @@ class Trajectory(_Model):
 
     def to_json(self) -> str:
         return self.model_dump_json(exclude_none=False)
+
+
+def as_trajectory(value: Any) -> Trajectory:
+    """``value`` as a :class:`Trajectory`: a Trajectory is returned as it is, a mapping (its
+    dict, e.g. parsed JSON) is validated; anything else, or an invalid mapping, raises
+    InputError saying what is wrong."""
+    if isinstance(value, Trajectory):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return Trajectory.model_validate(dict(value))
+        except ValidationError as exc:
+            raise InputError(
+                f"invalid trajectory: {describe_validation_error(exc, whole='trajectory')}"
+            ) from None
+    raise InputError(f"a trajectory is a Trajectory or its dict, not {type(value).__name__}")
 
 
 def trajectory_json_schema() -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Rubrics: what a step is scored on, who scores it (a rule, the model judge, a human) and how
-much it counts. Built-in sets follow knowlyr-reward's, so scores stay comparable; a domain
+much it counts. Built-in sets follow knowlyr-reward's, so scores stay comparable; their weights
+are the built-in domain profiles' (:mod:`trainer_core.envs.profiles` owns them), and a domain
 profile's ``rubric_weights`` override the weights.
 
 Which rule scores which rule-evaluated rubric is in :data:`RULE_FOR_RUBRIC` (see
@@ -11,6 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
+
+from trainer_core.envs.profiles import (
+    ADVISORY_WEIGHTS,
+    CODING_WEIGHTS,
+    CONVERSATION_WEIGHTS,
+    DISCUSSION_WEIGHTS,
+    ENGINEERING_WEIGHTS,
+)
 
 Evaluator = Literal["rule", "model", "human"]
 EVALUATORS: tuple[str, ...] = ("rule", "model", "human")
@@ -63,48 +72,16 @@ RULE_FOR_RUBRIC: dict[str, str] = {
     "non_redundancy": "non_redundancy",  # min(redundancy, regression)
 }
 
+#: the built-in weights of each rubric set: the built-in domain profiles' default rubric weights
+#: (their one owner is :mod:`trainer_core.envs.profiles`); ``default`` is the coding set
 _WEIGHTS: dict[str, dict[str, float]] = {
-    "default": {
-        "goal_progress": 0.30,
-        "tool_selection": 0.20,
-        "param_correctness": 0.20,
-        "info_utilization": 0.15,
-        "non_redundancy": 0.15,
-    },
-    "conversation": {
-        "goal_progress": 0.25,
-        "tool_selection": 0.15,
-        "param_correctness": 0.15,
-        "info_utilization": 0.15,
-        "non_redundancy": 0.10,
-        "response_quality": 0.20,
-    },
-    "engineering": {
-        "goal_progress": 0.30,
-        "tool_selection": 0.15,
-        "param_correctness": 0.15,
-        "info_utilization": 0.20,
-        "non_redundancy": 0.10,
-        "evidence_quality": 0.10,
-    },
-    "advisory": {
-        "goal_progress": 0.25,
-        "tool_selection": 0.10,
-        "param_correctness": 0.10,
-        "info_utilization": 0.20,
-        "non_redundancy": 0.10,
-        "advice_quality": 0.25,
-    },
-    "discussion": {
-        "goal_progress": 0.25,
-        "tool_selection": 0.10,
-        "param_correctness": 0.10,
-        "info_utilization": 0.20,
-        "non_redundancy": 0.10,
-        "argument_quality": 0.25,
-    },
+    "default": CODING_WEIGHTS,
+    "conversation": CONVERSATION_WEIGHTS,
+    "engineering": ENGINEERING_WEIGHTS,
+    "advisory": ADVISORY_WEIGHTS,
+    "discussion": DISCUSSION_WEIGHTS,
+    "coding": CODING_WEIGHTS,
 }
-_WEIGHTS["coding"] = dict(_WEIGHTS["default"])
 
 
 def rubric_set(name: str, weights: Mapping[str, float] | None = None) -> list[Rubric]:

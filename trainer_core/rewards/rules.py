@@ -1,6 +1,8 @@
 """The rule layer: deterministic per-step checks, each linear in the number of steps.
 
-:func:`step_rule_scores` walks a trajectory once and gives every step four scores in 0..1:
+:func:`step_rule_scores` walks a trajectory once and gives every step four scores in 0..1, one
+rule object per score (:class:`RedundancyRule`, :class:`RegressionRule`, :class:`InfoUseRule`,
+and :func:`non_redundancy` of the first two), each fed the step as :func:`read_step` reads it:
 
 ``redundancy``
     1.0 unless the step repeats earlier work:
@@ -107,11 +109,17 @@ __all__ = [
     "MAX_SCAN_CHARS",
     "PATH_KEYS",
     "RULE_NAMES",
+    "InfoUseRule",
+    "RedundancyRule",
+    "RegressionRule",
     "RuleContext",
+    "StepView",
     "ToolInfo",
     "efficiency",
     "infer_category",
+    "non_redundancy",
     "outcome_score",
+    "read_step",
     "step_rule_scores",
 ]
 
@@ -130,16 +138,20 @@ PATH_KEYS: frozenset[str] = frozenset(
 #: where the target of a call is looked for when the profile names none (in this order)
 _TARGET_FALLBACK: tuple[str, ...] = ("path", "file_path", "file", "filename", "url")
 
-_EDIT_PAIRS: tuple[tuple[str, str], ...] = (
+#: the (old, new) parameter pairs of an edit, as editors name them (the first present is used)
+EDIT_PAIRS: tuple[tuple[str, str], ...] = (
     ("old_string", "new_string"),
     ("old_str", "new_str"),
     ("old", "new"),
     ("old_text", "new_text"),
 )
-_CONTENT_KEYS: tuple[str, ...] = ("content", "file_text")
+#: the parameters of a full write (the whole new content of the target)
+CONTENT_KEYS: tuple[str, ...] = ("content", "file_text")
 
+#: redundancy of a repeated read or search; of any other repeated call
 REPEAT_READ = 0.0
 REPEAT_OTHER = 0.3
+#: info use of a write or execute step that uses nothing earlier observations revealed
 INFO_UNUSED = 0.7
 
 # --- tool categories ---------------------------------------------------------------------------
@@ -332,7 +344,7 @@ def _uses_seen(params: Mapping[str, Any], seen: set[bytes]) -> bool:
     return False
 
 
-# --- the pass ----------------------------------------------------------------------------------
+# --- one step as the rules see it ----------------------------------------------------------------
 
 
 def _norm_path(target: str) -> str | None:
@@ -357,6 +369,285 @@ def _mapping_fields(step: Any) -> tuple[str, Any, Any]:
     )
 
 
+#: One step as the rules see it (:func:`read_step`): (canonical tool name, category, parameters,
+#: target, whether the target is a file path, observation).
+StepView = tuple[str, str, Mapping[str, Any], "str | None", bool, Any]
+
+
+def read_step(step: Any, ctx: RuleContext, paths: dict[str, str | None]) -> StepView:
+    """``step`` (a Step, or a dict with ``tool``, ``params`` and ``observation`` or ``output``) as
+    the rules see it: the tool resolved through ``ctx`` (its canonical name and category; a
+    write-category call with ``command="view"`` is a read), the parameters (``{}`` when they are
+    not a mapping), the target and the observation. A target found under a :data:`PATH_KEYS`
+    parameter is a normalised file path (``file_scoped``); an empty target is None. ``paths``
+    caches the normalised paths (one dict per pass)."""
+    try:
+        tool = step.tool
+        params = step.params
+        observation = step.observation
+    except AttributeError:
+        tool, params, observation = _mapping_fields(step)
+    if type(params) is not dict and not isinstance(params, Mapping):
+        params = {}
+    info = ctx._cache.get(tool)
+    if info is None:
+        info = ctx.resolve(str(tool))
+    category = info.category
+    if category == "write" and params.get("command") == "view":
+        category = "read"
+    key_used = info.target_param
+    target = params.get(key_used) if key_used else None
+    if type(target) is not str:
+        target = None
+        for key_used in _TARGET_FALLBACK:
+            value = params.get(key_used)
+            if type(value) is str:
+                target = value
+                break
+    file_scoped = False
+    if target is not None:
+        if key_used in PATH_KEYS:
+            normed = paths.get(target, "")
+            if normed == "":
+                normed = paths[target] = _norm_path(target)
+            target = normed
+            file_scoped = target is not None
+        elif not target:
+            target = None
+    return info.name, category, params, target, file_scoped, observation
+
+
+# --- the per-step rules --------------------------------------------------------------------------
+# Each rule keeps what it needs to know of the earlier steps; score() scores one step and then
+# remembers it, so one rule object scores one trajectory, in step order. ``why``: None, or a dict
+# that gets the rule's reason when the score is below 1.0.
+
+
+class RedundancyRule:
+    """``redundancy``: penalises repeating earlier work that nothing has changed since.
+
+    score = 0.0 (:data:`REPEAT_READ`) for a read or search that repeats an earlier call (same
+    canonical tool, same parameters), or a read of a target already read (other parameters
+    allowed), when what it looks at did not change since; 0.3 (:data:`REPEAT_OTHER`) for any
+    other repeated call, except an execute step repeated after a write (the tests again after
+    an edit); else 1.0. What counts as a change is in the module docstring.
+    """
+
+    __slots__ = (
+        "last_call",
+        "last_env_change",
+        "last_read",
+        "last_untargeted_write",
+        "last_write_any",
+        "last_write_under",
+    )
+
+    def __init__(self) -> None:
+        self.last_call: dict[Any, int] = {}  # (tool, params) → last index
+        self.last_read: dict[str, int] = {}  # read target → last index
+        self.last_write_under: dict[str, int] = {}  # file target or a directory above it
+        self.last_write_any = -1  # any write-category step
+        self.last_untargeted_write = -1  # a write with no target (changes every file)
+        self.last_env_change = -1  # any write, execute or navigate step
+
+    def score(
+        self,
+        index: int,
+        name: str,
+        category: str,
+        params: Mapping[str, Any],
+        target: str | None,
+        file_scoped: bool,
+        why: dict[str, str] | None,
+    ) -> float:
+        """The redundancy of the step at position ``index``; then remembers its call, its read
+        target and, for a write, execute or navigate step, that something changed."""
+        redundancy = 1.0
+        try:
+            call_key: Any = (name, frozenset(params.items()))
+            prev_call = self.last_call.get(call_key)
+        except TypeError:  # unhashable values (lists, dicts)
+            call_key = (name, json.dumps(params, sort_keys=True, default=str))
+            prev_call = self.last_call.get(call_key)
+        if category == "read" or category == "search":
+            if file_scoped:
+                changed_at = self.last_write_under.get(target, -1)
+                if self.last_untargeted_write > changed_at:
+                    changed_at = self.last_untargeted_write
+            else:
+                changed_at = self.last_env_change
+            if prev_call is not None and changed_at < prev_call:
+                redundancy = REPEAT_READ
+                if why is not None:
+                    why["redundancy"] = f"repeats step {prev_call} with nothing changed since"
+            elif category == "read" and target is not None:
+                prev_read = self.last_read.get(target)
+                if prev_read is not None and changed_at < prev_read:
+                    redundancy = REPEAT_READ
+                    if why is not None:
+                        why["redundancy"] = (
+                            f"reads {target!r} again, unchanged since step {prev_read}"
+                        )
+            if category == "read" and target is not None:
+                self.last_read[target] = index
+        elif prev_call is not None:
+            if category == "execute" and self.last_write_any > prev_call:
+                pass  # running it again after a change (tests after an edit) is not redundant
+            else:
+                redundancy = REPEAT_OTHER
+                if why is not None:
+                    why["redundancy"] = f"repeats step {prev_call}"
+        self.last_call[call_key] = index
+        if category == "write":
+            self._remember_write(index, target, file_scoped)
+        elif category == "execute" or category == "navigate":
+            self.last_env_change = index
+        return redundancy
+
+    def _remember_write(self, index: int, target: str | None, file_scoped: bool) -> None:
+        """A write changes its target and, for a file path, every directory above it."""
+        self.last_write_any = index
+        self.last_env_change = index
+        if target is None:
+            self.last_untargeted_write = index
+            return
+        self.last_write_under[target] = index
+        if file_scoped:
+            cut = target.rfind("/")
+            depth = 0
+            while cut > 0 and depth < 32:
+                target = target[:cut]
+                self.last_write_under[target] = index
+                cut = target.rfind("/")
+                depth += 1
+
+
+class RegressionRule:
+    """``regression``: penalises a write that exactly undoes an earlier write to its target.
+
+    score = 0.0 for an edit whose old and new text are an earlier edit's new and old text
+    (:data:`EDIT_PAIRS`), a full write (:data:`CONTENT_KEYS`, or an edit applied to content known
+    from a full write) that puts back the content the target had before its previous write, or an
+    ``undo_edit`` command on a target written before; else 1.0 (every step that is not a write).
+    """
+
+    __slots__ = ("before_last", "content", "seen_edits")
+
+    def __init__(self) -> None:
+        self.seen_edits: set[tuple[str, str, str]] = set()  # (target, old, new)
+        self.content: dict[str, str | None] = {}  # known content of a target (full writes)
+        self.before_last: dict[str, str | None] = {}  # content before the last write to it
+
+    def score(
+        self,
+        category: str,
+        params: Mapping[str, Any],
+        target: str | None,
+        why: dict[str, str] | None,
+    ) -> float:
+        """The regression of one step (1.0 unless it is a write); then remembers what a write
+        did to its target's content."""
+        if category != "write":
+            return 1.0
+        tkey = target if target is not None else ""
+        prior = self.content.get(tkey)
+        new_content: str | None = None
+        undo = False
+        for old_key, new_key in EDIT_PAIRS:
+            old = params.get(old_key)
+            if old is None:
+                continue
+            new = params.get(new_key)
+            if type(old) is str and type(new) is str:
+                if old != new:
+                    if (tkey, new, old) in self.seen_edits:
+                        undo = True
+                    self.seen_edits.add((tkey, old, new))
+                    if prior is not None and old and old in prior:
+                        new_content = prior.replace(old, new, 1)
+            break
+        else:
+            for content_key in CONTENT_KEYS:
+                value = params.get(content_key)
+                if type(value) is str:
+                    new_content = value
+                    break
+            if params.get("command") == "undo_edit" and tkey in self.before_last:
+                undo = True
+        if not undo and new_content is not None and new_content != prior:
+            earlier = self.before_last.get(tkey)
+            if earlier is not None and earlier == new_content:
+                undo = True
+        self.before_last[tkey] = prior
+        if new_content is not None and len(new_content) > MAX_TRACKED_CONTENT:
+            new_content = None
+        self.content[tkey] = new_content
+        if not undo:
+            return 1.0
+        if why is not None:
+            why["regression"] = f"undoes an earlier write to {tkey or 'its target'!r}"
+        return 0.0
+
+
+class InfoUseRule:
+    """``info_use``: penalises acting without using what earlier observations revealed.
+
+    score = 0.7 (:data:`INFO_UNUSED`) for a write or execute step, not the first, whose parameters
+    use none of the paths and identifiers seen in earlier observations, when some earlier
+    observation held one; else 1.0. Words and what counts as a path or identifier are in the
+    module docstring; each observation is tokenised once, at most :data:`MAX_SCAN_CHARS` of it.
+    """
+
+    __slots__ = ("informative_seen", "seen", "unchecked")
+
+    def __init__(self) -> None:
+        self.seen: set[bytes] = set()  # words of earlier observations
+        self.informative_seen = False  # some earlier observation held a path or identifier
+        self.unchecked: list[list[bytes]] = []  # observation words not yet checked for that
+
+    def score(
+        self,
+        index: int,
+        category: str,
+        params: Mapping[str, Any],
+        observation: Any,
+        why: dict[str, str] | None,
+    ) -> float:
+        """The info use of the step at position ``index``; then remembers the words of its
+        observation for the steps after it."""
+        info_use = 1.0
+        if (category == "write" or category == "execute") and index > 0 and self.seen:
+            if not _uses_seen(params, self.seen):
+                if not self.informative_seen:  # each observation's words are checked once
+                    self.informative_seen = any(
+                        _informative(w) for ws in self.unchecked for w in ws
+                    )
+                    self.unchecked.clear()
+                if self.informative_seen:
+                    info_use = INFO_UNUSED
+                    if why is not None:
+                        why["info_use"] = "uses no path or identifier from earlier observations"
+        if observation:  # this step's own observation counts from the next step on
+            if type(observation) is not str:
+                observation = str(observation)
+            if len(observation) > MAX_SCAN_CHARS:
+                observation = observation[:_HALF_SCAN] + " " + observation[-_HALF_SCAN:]
+            words = observation.encode("utf-8", "ignore").translate(_TO_WORDS).split()
+            self.seen.update(words)
+            if not self.informative_seen:
+                self.unchecked.append(words)
+        return info_use
+
+
+def non_redundancy(redundancy: float, regression: float) -> float:
+    """``non_redundancy`` (the rubric): ``min(redundancy, regression)``: a step is as redundant
+    as its worse part, a repeat or an undo."""
+    return redundancy if redundancy < regression else regression
+
+
+# --- the pass ------------------------------------------------------------------------------------
+
+
 def step_rule_scores(
     steps: Sequence[Any],
     ctx: RuleContext | None = None,
@@ -374,198 +665,27 @@ def step_rule_scores(
     Every check is a hash lookup; each observation is tokenised once (at most
     :data:`MAX_SCAN_CHARS` of it), so the cost is linear in the steps and their text.
     """
-    if ctx is None:
-        ctx = RuleContext()
-    resolved = ctx._cache
-    resolve = ctx.resolve
-    explain = reasons is not None
-    to_words = _TO_WORDS
-    half = _HALF_SCAN
-    path_keys = PATH_KEYS
-
-    last_call: dict[Any, int] = {}  # (tool, params) → last index
-    last_read: dict[str, int] = {}  # read target → last index
-    last_write_under: dict[str, int] = {}  # file target or a directory above it → last write
-    last_write_any = -1  # any write-category step
-    last_untargeted_write = -1  # a write with no target (changes every file)
-    last_env_change = -1  # any write, execute or navigate step
-    seen_edits: set[tuple[str, str, str]] = set()  # (target, old, new)
-    content: dict[str, str | None] = {}  # known content of a target (from full writes)
-    before_last: dict[str, str | None] = {}  # content before the last write to a target
-    seen: set[bytes] = set()  # words of earlier observations
-    informative_seen = False  # some earlier observation held a path or identifier
-    unchecked: list[list[bytes]] = []  # observation words not yet checked for that
-    norm_cache: dict[str, str | None] = {}
-    why: dict[str, str] = {}
-
+    ctx = ctx if ctx is not None else RuleContext()
+    paths: dict[str, str | None] = {}
+    redundancy_rule = RedundancyRule()  # each rule remembers the steps it has seen
+    regression_rule = RegressionRule()
+    info_use_rule = InfoUseRule()
     out: list[dict[str, float]] = []
     for index, step in enumerate(steps):
-        try:
-            tool = step.tool
-            params = step.params
-            observation = step.observation
-        except AttributeError:
-            tool, params, observation = _mapping_fields(step)
-        if type(params) is not dict and not isinstance(params, Mapping):
-            params = {}
-        info = resolved.get(tool)
-        if info is None:
-            info = resolve(str(tool))
-        category = info.category
-        if category == "write" and params.get("command") == "view":
-            category = "read"
-        if explain:
-            why = {}
-
-        # target
-        key_used = info.target_param
-        target = params.get(key_used) if key_used else None
-        if type(target) is not str:
-            target = None
-            for key_used in _TARGET_FALLBACK:
-                value = params.get(key_used)
-                if type(value) is str:
-                    target = value
-                    break
-        file_scoped = False
-        if target is not None:
-            if key_used in path_keys:
-                normed = norm_cache.get(target, "")
-                if normed == "":
-                    normed = norm_cache[target] = _norm_path(target)
-                target = normed
-                file_scoped = target is not None
-            elif not target:
-                target = None
-
-        # --- redundancy
-        redundancy = 1.0
-        try:
-            call_key = (info.name, frozenset(params.items()))
-            prev_call = last_call.get(call_key)
-        except TypeError:  # unhashable values (lists, dicts)
-            call_key = (info.name, json.dumps(params, sort_keys=True, default=str))
-            prev_call = last_call.get(call_key)
-        if category == "read" or category == "search":
-            if file_scoped:
-                changed_at = last_write_under.get(target, -1)
-                if last_untargeted_write > changed_at:
-                    changed_at = last_untargeted_write
-            else:
-                changed_at = last_env_change
-            if prev_call is not None and changed_at < prev_call:
-                redundancy = REPEAT_READ
-                if explain:
-                    why["redundancy"] = f"repeats step {prev_call} with nothing changed since"
-            elif category == "read" and target is not None:
-                prev_read = last_read.get(target)
-                if prev_read is not None and changed_at < prev_read:
-                    redundancy = REPEAT_READ
-                    if explain:
-                        why["redundancy"] = (
-                            f"reads {target!r} again, unchanged since step {prev_read}"
-                        )
-            if category == "read" and target is not None:
-                last_read[target] = index
-        elif prev_call is not None:
-            if category == "execute" and last_write_any > prev_call:
-                pass  # running it again after a change (tests after an edit) is not redundant
-            else:
-                redundancy = REPEAT_OTHER
-                if explain:
-                    why["redundancy"] = f"repeats step {prev_call}"
-        last_call[call_key] = index
-
-        # --- regression
-        regression = 1.0
-        if category == "write":
-            tkey = target if target is not None else ""
-            prior = content.get(tkey)
-            new_content: str | None = None
-            undo = False
-            for old_key, new_key in _EDIT_PAIRS:
-                old = params.get(old_key)
-                if old is None:
-                    continue
-                new = params.get(new_key)
-                if type(old) is str and type(new) is str:
-                    if old != new:
-                        if (tkey, new, old) in seen_edits:
-                            undo = True
-                        seen_edits.add((tkey, old, new))
-                        if prior is not None and old and old in prior:
-                            new_content = prior.replace(old, new, 1)
-                    break
-            else:
-                for content_key in _CONTENT_KEYS:
-                    value = params.get(content_key)
-                    if type(value) is str:
-                        new_content = value
-                        break
-                if params.get("command") == "undo_edit" and tkey in before_last:
-                    undo = True
-            if not undo and new_content is not None and new_content != prior:
-                earlier = before_last.get(tkey)
-                if earlier is not None and earlier == new_content:
-                    undo = True
-            if undo:
-                regression = 0.0
-                if explain:
-                    why["regression"] = f"undoes an earlier write to {tkey or 'its target'!r}"
-            before_last[tkey] = prior
-            if new_content is not None and len(new_content) > MAX_TRACKED_CONTENT:
-                new_content = None
-            content[tkey] = new_content
-
-        # --- information use (before this step's own observation is added)
-        info_use = 1.0
-        if (category == "write" or category == "execute") and index > 0 and seen:
-            if not _uses_seen(params, seen):
-                if not informative_seen:  # each observation's words are checked at most once
-                    informative_seen = any(_informative(w) for ws in unchecked for w in ws)
-                    unchecked.clear()
-                if informative_seen:
-                    info_use = INFO_UNUSED
-                    if explain:
-                        why["info_use"] = "uses no path or identifier from earlier observations"
-
-        # --- state after the step
-        if category == "write":
-            last_write_any = index
-            last_env_change = index
-            if target is None:
-                last_untargeted_write = index
-            else:
-                last_write_under[target] = index
-                if file_scoped:
-                    cut = target.rfind("/")
-                    depth = 0
-                    while cut > 0 and depth < 32:
-                        target = target[:cut]
-                        last_write_under[target] = index
-                        cut = target.rfind("/")
-                        depth += 1
-        elif category == "execute" or category == "navigate":
-            last_env_change = index
-        if observation:
-            if type(observation) is not str:
-                observation = str(observation)
-            if len(observation) > MAX_SCAN_CHARS:
-                observation = observation[:half] + " " + observation[-half:]
-            words = observation.encode("utf-8", "ignore").translate(to_words).split()
-            seen.update(words)
-            if not informative_seen:
-                unchecked.append(words)
-
+        name, category, params, target, file_scoped, observation = read_step(step, ctx, paths)
+        why: dict[str, str] | None = {} if reasons is not None else None
+        redundancy = redundancy_rule.score(index, name, category, params, target, file_scoped, why)
+        regression = regression_rule.score(category, params, target, why)
+        info_use = info_use_rule.score(index, category, params, observation, why)
         out.append(
             {
                 "redundancy": redundancy,
                 "regression": regression,
                 "info_use": info_use,
-                "non_redundancy": redundancy if redundancy < regression else regression,
+                "non_redundancy": non_redundancy(redundancy, regression),
             }
         )
-        if explain:
+        if why is not None:
             reasons.append(why)
     return out
 

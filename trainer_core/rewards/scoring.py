@@ -35,12 +35,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from trainer_core.errors import ConfigError, InputError
-from trainer_core.recording.schema import Trajectory
+from trainer_core.errors import ConfigError
+from trainer_core.recording.importers import import_path
+from trainer_core.recording.schema import Trajectory, as_trajectory
 from trainer_core.rewards.combine import (
     LayerWeights,
     TotalWeights,
@@ -48,6 +50,7 @@ from trainer_core.rewards.combine import (
     step_total,
     trajectory_total,
 )
+from trainer_core.rewards.judge import FileCache, Judge, JudgeConfig
 from trainer_core.rewards.rubrics import (
     DESCRIPTIONS,
     EVALUATORS,
@@ -58,10 +61,13 @@ from trainer_core.rewards.rubrics import (
 from trainer_core.rewards.rules import RuleContext, efficiency, outcome_score, step_rule_scores
 
 __all__ = [
+    "FileScore",
     "RewardConfig",
     "RubricScore",
     "StepScore",
     "TrajectoryScore",
+    "score_files",
+    "score_trajectories",
     "score_trajectory",
 ]
 
@@ -331,23 +337,6 @@ def _resolve_profile(profile: Any, name: str) -> Any:
         return None  # an unknown domain: tool categories are inferred from tool names
 
 
-def _coerce_trajectory(trajectory: Any) -> Trajectory:
-    if isinstance(trajectory, Trajectory):
-        return trajectory
-    if isinstance(trajectory, Mapping):
-        from pydantic import ValidationError
-
-        from trainer_core.errors import describe_validation_error
-
-        try:
-            return Trajectory.model_validate(dict(trajectory))
-        except ValidationError as exc:
-            raise InputError(
-                f"invalid trajectory: {describe_validation_error(exc, whole='trajectory')}"
-            ) from None
-    raise InputError(f"a trajectory is a Trajectory or a dict, not {type(trajectory).__name__}")
-
-
 def _reference(trajectory: Trajectory, reference_steps: int | None) -> int | None:
     if reference_steps is not None:
         return reference_steps
@@ -389,6 +378,108 @@ def _unscored_reason(
     return "no rubric could be scored on any step"
 
 
+class _RuleLayer:
+    """The rule layer's scores of one trajectory's steps (by position) and why they are below
+    1.0; empty when no rubric is rule-evaluated."""
+
+    def __init__(self, steps: Sequence[Any], config: RewardConfig, profile: Any) -> None:
+        self.scores: list[dict[str, float]] = []
+        self.reasons: list[dict[str, str]] = []
+        if steps and any(r.evaluator == "rule" for r in config.rubrics):
+            ctx = RuleContext.from_profile(profile)
+            self.scores = step_rule_scores(steps, ctx, reasons=self.reasons)
+
+    def score(self, rubric: Rubric, position: int) -> RubricScore:
+        rule = RULE_FOR_RUBRIC.get(rubric.id)
+        if rule is None:
+            return RubricScore(
+                None, "rule", f"no rule scores {rubric.id!r}; make it model- or human-evaluated"
+            )
+        why = self.reasons[position] if position < len(self.reasons) else {}
+        return RubricScore(self.scores[position][rule], "rule", _rule_rationale(rule, why))
+
+
+class _ModelLayer:
+    """The judge's verdicts on one trajectory's steps (one call of ``judge.judge_trajectory``
+    for the model rubrics that count), and what reading them found: the judge's errors and
+    whether any step got a usable score."""
+
+    def __init__(
+        self,
+        trajectory: Trajectory,
+        config: RewardConfig,
+        judge: Any,
+        should_stop: Callable[[], str | None] | None,
+    ) -> None:
+        fitted = config.fitted_weights
+        rubrics = [
+            r
+            for r in config.rubrics
+            if r.evaluator == "model" and (r.weight > 0 or fitted.get(r.id, 0.0) > 0)
+        ]
+        self.judge = judge
+        self.rubric_ids = {r.id for r in rubrics}
+        self.judgements: dict[int, Any] = {}
+        self.usage: Any = None
+        self.errors: list[str] = []
+        self.judged_any = False
+        steps = trajectory.steps
+        if judge is not None and rubrics and steps:
+            results, self.usage = judge.judge_trajectory(
+                trajectory, rubrics, task_prompt=trajectory.task.prompt, should_stop=should_stop
+            )
+            for judgement in results or ():
+                self.judgements[judgement.index] = judgement
+        # judgements are keyed by the steps' indices; by positions when no key is a step index
+        self.by_position = bool(self.judgements) and not (
+            self.judgements.keys() & {s.index for s in steps}
+        )
+
+    def judgement(self, position: int, step: Any) -> Any:
+        return self.judgements.get(position if self.by_position else step.index)
+
+    def score(self, rubric: Rubric, judgement: Any) -> RubricScore:
+        if rubric.id not in self.rubric_ids:
+            return RubricScore(None, "model", "weight 0: not sent to the judge")
+        if self.judge is None:
+            return RubricScore(None, "model", "no judge was given")
+        if judgement is None:
+            return RubricScore(None, "model", "the judge did not score this step")
+        raw = (judgement.scores or {}).get(rubric.id)
+        value = _judge_value(raw)
+        error = getattr(judgement, "error", None)
+        rationale = str(getattr(judgement, "rationale", "") or "")
+        if value is None and error:
+            self.errors.append(str(error))
+            rationale = f"judge error: {error}" + (f"; {rationale}" if rationale else "")
+        elif value is None and raw is not None:
+            rationale = f"the judge gave {raw!r}, not a score in 0..1" + (
+                f"; {rationale}" if rationale else ""
+            )
+        self.judged_any = self.judged_any or value is not None
+        interpolated = bool(getattr(judgement, "interpolated", False))
+        return RubricScore(value, "model", rationale, interpolated)
+
+
+def _score_step(
+    position: int, step: Any, config: RewardConfig, rules: _RuleLayer, model: _ModelLayer
+) -> StepScore:
+    """One step on every rubric, by its evaluator, and the step total."""
+    judgement = model.judgement(position, step)
+    rubric_scores: dict[str, RubricScore] = {}
+    for rubric in config.rubrics:
+        if rubric.evaluator == "rule":
+            rubric_scores[rubric.id] = rules.score(rubric, position)
+        elif rubric.evaluator == "model":
+            rubric_scores[rubric.id] = model.score(rubric, judgement)
+        else:
+            rubric_scores[rubric.id] = RubricScore(
+                None, "human", "human-evaluated: annotators score it"
+            )
+    total, raw_total = config.step_total({rid: s.value for rid, s in rubric_scores.items()})
+    return StepScore(step.index, rubric_scores, total, raw_total)
+
+
 def score_trajectory(
     trajectory: Trajectory | Mapping[str, Any],
     config: RewardConfig,
@@ -410,104 +501,27 @@ def score_trajectory(
     """
     if not isinstance(config, RewardConfig):
         raise ConfigError("config is a RewardConfig (RewardConfig.from_dict(snapshot))")
-    trajectory = _coerce_trajectory(trajectory)
+    trajectory = as_trajectory(trajectory)
     profile = _resolve_profile(profile, config.profile)
     steps = list(trajectory.steps)
 
-    # rule layer
-    rule_rubrics = [r for r in config.rubrics if r.evaluator == "rule"]
-    rule_scores: list[dict[str, float]] = []
-    reasons: list[dict[str, str]] = []
-    if rule_rubrics and steps:
-        rule_scores = step_rule_scores(steps, RuleContext.from_profile(profile), reasons=reasons)
+    # 1. the layers: rules over the whole trajectory, then the judge (one call per judged step)
+    rules = _RuleLayer(steps, config, profile)
+    model = _ModelLayer(trajectory, config, judge, should_stop)
 
-    # model layer
-    fitted = config.fitted_weights
-    model_rubrics = [
-        r
-        for r in config.rubrics
-        if r.evaluator == "model" and (r.weight > 0 or fitted.get(r.id, 0.0) > 0)
+    # 2. every step on every rubric, and the step totals
+    scored_steps = [
+        _score_step(position, step, config, rules, model) for position, step in enumerate(steps)
     ]
-    judgements: dict[int, Any] = {}
-    usage = None
-    if judge is not None and model_rubrics and steps:
-        results, usage = judge.judge_trajectory(
-            trajectory,
-            model_rubrics,
-            task_prompt=trajectory.task.prompt,
-            should_stop=should_stop,
-        )
-        for judgement in results or ():
-            judgements[judgement.index] = judgement
-    model_ids = {r.id for r in model_rubrics}
 
-    # judgements are keyed by the steps' indices; by positions when no key is a step index
-    by_position = bool(judgements) and not (judgements.keys() & {s.index for s in steps})
-
-    scored_steps: list[StepScore] = []
-    judge_errors: list[str] = []
-    judged_any = False
-    for position, step in enumerate(steps):
-        rubric_scores: dict[str, RubricScore] = {}
-        values: dict[str, float | None] = {}
-        why = reasons[position] if position < len(reasons) else {}
-        judgement = judgements.get(position if by_position else step.index)
-        for rubric in config.rubrics:
-            if rubric.evaluator == "rule":
-                rule = RULE_FOR_RUBRIC.get(rubric.id)
-                if rule is None:
-                    score = RubricScore(
-                        None,
-                        "rule",
-                        f"no rule scores {rubric.id!r}; make it model- or human-evaluated",
-                    )
-                else:
-                    score = RubricScore(
-                        rule_scores[position][rule], "rule", _rule_rationale(rule, why)
-                    )
-            elif rubric.evaluator == "model":
-                if rubric.id not in model_ids:
-                    score = RubricScore(None, "model", "weight 0: not sent to the judge")
-                elif judge is None:
-                    score = RubricScore(None, "model", "no judge was given")
-                elif judgement is None:
-                    score = RubricScore(None, "model", "the judge did not score this step")
-                else:
-                    raw = (judgement.scores or {}).get(rubric.id)
-                    value = _judge_value(raw)
-                    error = getattr(judgement, "error", None)
-                    rationale = str(getattr(judgement, "rationale", "") or "")
-                    if value is None and error:
-                        judge_errors.append(str(error))
-                        rationale = f"judge error: {error}" + (
-                            f"; {rationale}" if rationale else ""
-                        )
-                    elif value is None and raw is not None:
-                        rationale = f"the judge gave {raw!r}, not a score in 0..1" + (
-                            f"; {rationale}" if rationale else ""
-                        )
-                    judged_any = judged_any or value is not None
-                    score = RubricScore(
-                        value,
-                        "model",
-                        rationale,
-                        bool(getattr(judgement, "interpolated", False)),
-                    )
-            else:
-                score = RubricScore(None, "human", "human-evaluated: annotators score it")
-            rubric_scores[rubric.id] = score
-            values[rubric.id] = score.value
-        total, raw_total = config.step_total(values)
-        scored_steps.append(StepScore(step.index, rubric_scores, total, raw_total))
-
-    spec = getattr(profile, "outcome", None)
-    outcome = outcome_score(trajectory.outcome, spec)
+    # 3. the trajectory: outcome, efficiency, process and the total (or why it is unscored)
+    outcome = outcome_score(trajectory.outcome, getattr(profile, "outcome", None))
     eff = efficiency(len(steps), _reference(trajectory, reference_steps))
     process = process_score(s.total for s in scored_steps)
     reason = None
     if steps and process is None:
         stopped = bool(should_stop and should_stop())
-        reason = _unscored_reason(config, judge, judged_any, judge_errors, stopped)
+        reason = _unscored_reason(config, judge, model.judged_any, model.errors, stopped)
         total = None
     else:
         total = trajectory_total(outcome, process, eff, config.totals)
@@ -520,7 +534,7 @@ def score_trajectory(
         efficiency=eff,
         total=total,
         unscored_reason=reason,
-        judge_usage=usage,
+        judge_usage=model.usage,
         config_fingerprint=config.fingerprint(),
     )
 
@@ -532,3 +546,73 @@ def score_trajectories(
 ) -> list[TrajectoryScore]:
     """:func:`score_trajectory` for each (same keyword arguments)."""
     return [score_trajectory(t, config, **kwargs) for t in trajectories]
+
+
+# --- agent log files -----------------------------------------------------------------------------
+
+
+class FileScore(NamedTuple):
+    """One scored trajectory of a file: the file's name (``archive.zip:member`` for a member of
+    a zip), the trajectory's position in it, the trajectory and its score."""
+
+    file: str
+    index: int
+    trajectory: Trajectory
+    score: TrajectoryScore
+
+
+def score_files(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    domain: str = "coding",
+    judge: JudgeConfig | Mapping[str, Any] | None = None,
+    cache_path: str | os.PathLike[str] | None = None,
+) -> Iterator[FileScore]:
+    """Score agent logs (any format :func:`~trainer_core.recording.importers.import_path` reads,
+    zip archives included) on ``domain``'s rubrics: the rule layer, and the LLM judge when
+    ``judge`` (a JudgeConfig or its dict) is given, with its answers cached in the SQLite file
+    ``cache_path`` (used only with a judge). No database.
+
+    The settings are checked here, before any file is read: an invalid judge config raises
+    ConfigError, a missing API key PolicyError (no call is made). The files are then read one at
+    a time as the iterator is consumed, and a :class:`FileScore` comes out per trajectory (print
+    a line each as they come); a file that cannot be imported raises ImportFailure (an
+    InputError) naming it. An unknown domain scores with the default rubric set, tools inferred
+    from their names.
+    """
+    profile = _resolve_profile(None, domain)
+    config = RewardConfig.for_profile(profile if profile is not None else domain)
+    scorer = _file_judge(judge, cache_path)
+    return _score_paths(list(paths), config, profile, scorer)
+
+
+def _file_judge(
+    judge: JudgeConfig | Mapping[str, Any] | None, cache_path: str | os.PathLike[str] | None
+) -> Judge | None:
+    """The judge of ``score_files``, checked ready (its key is set); None without a config."""
+    if judge is None:
+        return None
+    config = JudgeConfig.from_dict(judge)
+    cache = FileCache(cache_path) if cache_path else None
+    scorer = Judge(config, cache=cache)
+    try:
+        scorer.check_ready()
+    except Exception:
+        if cache is not None:
+            cache.close()
+        raise
+    return scorer
+
+
+def _score_paths(
+    paths: list[str | os.PathLike[str]], config: RewardConfig, profile: Any, judge: Judge | None
+) -> Iterator[FileScore]:
+    try:
+        for path in paths:
+            for result in import_path(path):
+                for number, trajectory in enumerate(result.trajectories):
+                    scored = score_trajectory(trajectory, config, profile=profile, judge=judge)
+                    yield FileScore(result.file, number, trajectory, scored)
+    finally:
+        if judge is not None and isinstance(judge.cache, FileCache):
+            judge.cache.close()

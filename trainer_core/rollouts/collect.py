@@ -47,6 +47,7 @@ __all__ = [
     "episode_seed",
     "episode_specs",
     "run_episode",
+    "stop_env",
 ]
 
 INVALID_OUTPUT_TOOL = "invalid_output"
@@ -119,6 +120,161 @@ def _outcome(last_info: dict[str, Any], *, terminated: bool, truncated: bool) ->
     return Outcome.model_validate(known)
 
 
+@dataclass
+class _EpisodeState:
+    """What an episode has accumulated so far: the loop writes it, the recorder reads it."""
+
+    total: Usage = field(default_factory=Usage)
+    decisions: list[Decision] = field(default_factory=list)
+    history: list[Turn] = field(default_factory=list)
+    last_info: dict[str, Any] = field(default_factory=dict)
+    terminated: bool = False
+    truncated: bool = False
+    error: str | None = None
+    stopped: str | None = None
+
+
+def _start_trajectory(
+    env: Any, spec: EpisodeSpec, *, environment: str, policy_name: str, model: str, agent: str
+) -> Trajectory:
+    """The empty trajectory of an episode: the task, who plays it, where, with which seed."""
+    task = spec.task
+    return Trajectory(
+        task=TaskRef(
+            id=task.id or "",
+            task_set=str(task.metadata.get("task_set", "") or ""),
+            domain=task.domain or getattr(env, "domain", "generic") or "generic",
+            prompt=task.prompt or "",
+        ),
+        agent=agent,
+        model=model,
+        policy=policy_name,
+        environment=environment,
+        metadata={"episode": spec.episode, "seed": spec.seed},
+        source_format="steplab",
+    )
+
+
+def _step_record(
+    index: int, decision: Decision, ts: Any, *, started_at: datetime, env_seconds: float
+) -> Step:
+    """The recorded step of one decision and the timestep the environment answered with."""
+    info = dict(ts.info)
+    action = decision.action
+    if action is None:
+        tool, params, thought = INVALID_OUTPUT_TOOL, {"raw": decision.raw[:4000]}, ""
+    else:
+        tool = str(action.get("tool", ""))
+        params = dict(action.get("params") or {})
+        thought = str(action.get("thought") or "")
+    return Step(
+        index=index,
+        thought=thought,
+        tool=tool,
+        params=params,
+        observation=ts.observation,
+        exit_code=info.get("exit_code") if isinstance(info.get("exit_code"), int) else None,
+        error=str(info["error"]) if info.get("error") else None,
+        started_at=started_at,
+        duration=round(env_seconds, 6),
+        tokens_in=decision.usage.tokens_in or None,
+        tokens_out=decision.usage.tokens_out or None,
+        reward=float(ts.reward) if ts.reward else None,
+        metadata={
+            k: v
+            for k, v in {
+                "policy_latency": round(decision.usage.latency, 6) or None,
+                "cost": decision.usage.cost or None,
+                "malformed": decision.error,
+                "raw": decision.raw[:4000] if action is None else None,
+            }.items()
+            if v
+        },
+    )
+
+
+def _play(
+    env: Any,
+    policy: Any,
+    spec: EpisodeSpec,
+    trajectory: Trajectory,
+    state: _EpisodeState,
+    *,
+    max_steps: int,
+    on_step: Callable[[EpisodeSpec, Step], None] | None,
+    should_stop: Callable[[], str | None] | None,
+    keep_decisions: bool,
+) -> None:
+    """The episode loop: reset, then decide / step / record until done, stopped or out of
+    steps. Exceptions from the environment or the policy propagate to :func:`run_episode`."""
+    task = spec.task
+    ts = env.reset(task=task, seed=spec.seed)
+    policy.reset(env.task if getattr(env, "task", None) is not None else task)
+    observation = ts.observation
+    if not trajectory.task.prompt:
+        trajectory.task.prompt = observation
+    tools = list(env.available_tools)
+    while not ts.done and len(state.history) < max_steps:
+        reason = should_stop() if should_stop is not None else None
+        if reason:
+            state.stopped = reason
+            state.truncated = True
+            state.last_info = {"truncated_reason": reason}
+            return
+        step_started = datetime.now(UTC)
+        decision = decide(policy, observation, state.history, tools)
+        state.total = state.total + decision.usage
+        if keep_decisions:
+            state.decisions.append(decision)
+        env_started = time.monotonic()
+        ts = play_step(env, decision)
+        env_seconds = time.monotonic() - env_started
+        step = _step_record(
+            len(state.history), decision, ts, started_at=step_started, env_seconds=env_seconds
+        )
+        trajectory.steps.append(step)
+        state.history.append(
+            Turn(
+                action=decision.action,
+                observation=ts.observation,
+                raw=decision.raw,
+                error=decision.error,
+            )
+        )
+        if on_step is not None:
+            try:
+                on_step(spec, step)
+            except BaseException as exc:  # the caller's own failure (a cancelled job)
+                raise _Propagate() from exc
+        observation = ts.observation
+        state.last_info = dict(ts.info)
+        state.terminated, state.truncated = ts.terminated, ts.truncated
+    if not ts.done:
+        state.truncated = True
+        state.last_info = {**state.last_info, "truncated_reason": "max_steps"}
+
+
+def _finish_trajectory(trajectory: Trajectory, state: _EpisodeState, *, seconds: float) -> None:
+    """Write the outcome (with the error or the stop reason) and the usage totals."""
+    trajectory.outcome = _outcome(
+        state.last_info, terminated=state.terminated, truncated=state.truncated
+    )
+    error, stopped = state.error, state.stopped
+    if error is not None or stopped is not None:
+        trajectory.outcome.success = False if error is None else None
+        trajectory.outcome.metadata = {
+            **trajectory.outcome.metadata,
+            **({"error": error} if error else {"stopped": stopped}),
+        }
+    total = state.total
+    trajectory.usage = UsageRecord(
+        tokens_in=total.tokens_in,
+        tokens_out=total.tokens_out,
+        cost_usd=total.cost,
+        duration=round(seconds, 6),
+    )
+
+
 def run_episode(
     env: Any,
     policy: Any,
@@ -142,125 +298,44 @@ def run_episode(
     """
     if max_steps < 1:
         raise ConfigError("max_steps must be at least 1")
-    task = spec.task
-    trajectory = Trajectory(
-        task=TaskRef(
-            id=task.id or "",
-            task_set=str(task.metadata.get("task_set", "") or ""),
-            domain=task.domain or getattr(env, "domain", "generic") or "generic",
-            prompt=task.prompt or "",
-        ),
-        agent=agent,
-        model=model,
-        policy=policy_name,
-        environment=environment,
-        metadata={"episode": spec.episode, "seed": spec.seed},
-        source_format="steplab",
+    trajectory = _start_trajectory(
+        env, spec, environment=environment, policy_name=policy_name, model=model, agent=agent
     )
-    total = Usage()
-    decisions: list[Decision] = []
-    history: list[Turn] = []
-    error: str | None = None
-    stopped: str | None = None
-    last_info: dict[str, Any] = {}
-    terminated = truncated = False
+    state = _EpisodeState()
     started = time.monotonic()
     try:
-        ts = env.reset(task=task, seed=spec.seed)
-        policy.reset(env.task if getattr(env, "task", None) is not None else task)
-        observation = ts.observation
-        if not trajectory.task.prompt:
-            trajectory.task.prompt = observation
-        tools = list(env.available_tools)
-        while not ts.done and len(history) < max_steps:
-            reason = should_stop() if should_stop is not None else None
-            if reason:
-                stopped = reason
-                truncated = True
-                last_info = {"truncated_reason": reason}
-                break
-            step_started = datetime.now(UTC)
-            decision = decide(policy, observation, history, tools)
-            total = total + decision.usage
-            if keep_decisions:
-                decisions.append(decision)
-            env_started = time.monotonic()
-            ts = play_step(env, decision)
-            env_seconds = time.monotonic() - env_started
-            info = dict(ts.info)
-            action = decision.action
-            if action is None:
-                tool, params, thought = INVALID_OUTPUT_TOOL, {"raw": decision.raw[:4000]}, ""
-            else:
-                tool = str(action.get("tool", ""))
-                params = dict(action.get("params") or {})
-                thought = str(action.get("thought") or "")
-            step = Step(
-                index=len(history),
-                thought=thought,
-                tool=tool,
-                params=params,
-                observation=ts.observation,
-                exit_code=info.get("exit_code") if isinstance(info.get("exit_code"), int) else None,
-                error=str(info["error"]) if info.get("error") else None,
-                started_at=step_started,
-                duration=round(env_seconds, 6),
-                tokens_in=decision.usage.tokens_in or None,
-                tokens_out=decision.usage.tokens_out or None,
-                reward=float(ts.reward) if ts.reward else None,
-                metadata={
-                    k: v
-                    for k, v in {
-                        "policy_latency": round(decision.usage.latency, 6) or None,
-                        "cost": decision.usage.cost or None,
-                        "malformed": decision.error,
-                        "raw": decision.raw[:4000] if action is None else None,
-                    }.items()
-                    if v
-                },
-            )
-            trajectory.steps.append(step)
-            history.append(
-                Turn(
-                    action=action,
-                    observation=ts.observation,
-                    raw=decision.raw,
-                    error=decision.error,
-                )
-            )
-            if on_step is not None:
-                try:
-                    on_step(spec, step)
-                except BaseException as exc:  # the caller's own failure (a cancelled job)
-                    raise _Propagate() from exc
-            observation = ts.observation
-            last_info = info
-            terminated, truncated = ts.terminated, ts.truncated
-        if not ts.done and not stopped:
-            truncated = True
-            last_info = {**last_info, "truncated_reason": "max_steps"}
+        _play(
+            env,
+            policy,
+            spec,
+            trajectory,
+            state,
+            max_steps=max_steps,
+            on_step=on_step,
+            should_stop=should_stop,
+            keep_decisions=keep_decisions,
+        )
     except _Propagate as wrapper:
         raise wrapper.__cause__ from None
     except StopEpisode as exc:
-        stopped = str(exc) or "stopped"
-        truncated = True
+        state.stopped = str(exc) or "stopped"
+        state.truncated = True
     except Exception as exc:  # the episode crashed; the run goes on
-        error = f"{type(exc).__name__}: {exc}"
+        state.error = f"{type(exc).__name__}: {exc}"
         trajectory.metadata["traceback"] = traceback.format_exc(limit=8)[-4000:]
-    trajectory.outcome = _outcome(last_info, terminated=terminated, truncated=truncated)
-    if error is not None or stopped is not None:
-        trajectory.outcome.success = False if error is None else None
-        trajectory.outcome.metadata = {
-            **trajectory.outcome.metadata,
-            **({"error": error} if error else {"stopped": stopped}),
-        }
-    trajectory.usage = UsageRecord(
-        tokens_in=total.tokens_in,
-        tokens_out=total.tokens_out,
-        cost_usd=total.cost,
-        duration=round(time.monotonic() - started, 6),
-    )
-    return EpisodeResult(spec, trajectory, error, stopped, total, decisions)
+    _finish_trajectory(trajectory, state, seconds=time.monotonic() - started)
+    return EpisodeResult(spec, trajectory, state.error, state.stopped, state.total, state.decisions)
+
+
+def stop_env(env: Any) -> None:
+    """Stop an environment now, best effort: interrupt what runs in it (a sandbox is killed),
+    then close it. Errors while stopping are ignored."""
+    for call in (getattr(env, "interrupt", None), getattr(env, "close", None)):
+        if call is not None:
+            try:
+                call()
+            except Exception:  # noqa: S112 - best effort while stopping
+                continue
 
 
 class Collector:
@@ -293,12 +368,7 @@ class Collector:
         with self._lock:
             envs = list(self._envs)
         for env in envs:
-            for call in (getattr(env, "interrupt", None), getattr(env, "close", None)):
-                if call is not None:
-                    try:
-                        call()
-                    except Exception:  # noqa: S112 - best effort while stopping
-                        continue
+            stop_env(env)
 
     def run_one(self, spec: EpisodeSpec) -> EpisodeResult | None:
         if self._interrupted.is_set():

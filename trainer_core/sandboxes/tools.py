@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainer_core.envs.core import ToolSpec
 from trainer_core.errors import SandboxError
 from trainer_core.sandboxes.base import ExecResult, Sandbox
+from trainer_core.tasks.model import ToolSpec
 
 MAX_TIMEOUT = 600.0  # seconds: the most a bash call may ask for
 MAX_READ_CHARS = 100_000  # read_file output beyond this is cut (ask for a line range)

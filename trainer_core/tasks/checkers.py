@@ -55,12 +55,13 @@ Built-in checkers (``fn(*, answer, task, run_result=None) -> Outcome``):
 ``any_of``
     ``expected_answer`` is a list of acceptable answers; one must match, by ``number`` when both
     it and the answer are numeric, else by ``exact`` (with the same options).
-``llm_judge``
+``llm_judge`` (registered by the rewards layer, not here)
     An LLM decides whether the answer means the same as ``expected_answer`` (a reference answer),
     with the judge of ``task.metadata["judge"]`` (a judge config dict) or of the environment
-    variables ``STEPLAB_JUDGE_KIND`` / ``STEPLAB_JUDGE_MODEL`` (see
-    :func:`trainer_core.rewards.judge.check_llm_judge`, imported at the first call). No judge
-    configured raises ConfigError; an unreadable verdict raises PolicyError — never a guess.
+    variables ``STEPLAB_JUDGE_KIND`` / ``STEPLAB_JUDGE_MODEL``: see
+    :mod:`trainer_core.rewards.judge.checker`, which registers it when :mod:`trainer_core.rewards`
+    is imported (this layer cannot import the judge). No judge configured raises ConfigError; an
+    unreadable verdict raises PolicyError — never a guess.
 
 The default checker of a task without ``checker``: ``any_of`` when ``expected_answer`` is a list,
 ``number`` when it is numeric (a number, or a string :func:`parse_number` understands),
@@ -79,6 +80,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
+from importlib.metadata import entry_points
 from typing import Any, Protocol
 
 from trainer_core.errors import ConfigError
@@ -692,7 +694,31 @@ def unregister_checker(name: str) -> None:
         _REGISTRY.pop(name, None)
 
 
+#: Installed packages add checkers with an entry point in this group (``name = "module:function"``,
+#: e.g. Steplab's own ``llm_judge`` in ``trainer_core.rewards``, a layer this module cannot
+#: import). They are loaded the first time a name is not found, and by :func:`list_checkers`.
+ENTRY_POINT_GROUP = "steplab.checkers"
+_plugins_loaded = False
+
+
+def _load_plugins() -> None:
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        with _LOCK:
+            known = point.name in _REGISTRY
+        if not known:
+            fn = point.load()  # importing the module may register it already (a no-op again)
+            register_checker(point.name, fn, needs_answer=getattr(fn, "needs_answer", True))
+
+
 def _entry(name: str) -> _Entry:
+    with _LOCK:
+        entry = _REGISTRY.get(name)
+    if entry is None:
+        _load_plugins()
     with _LOCK:
         entry = _REGISTRY.get(name)
         names = sorted(_REGISTRY)
@@ -707,7 +733,8 @@ def get_checker(name: str) -> Callable[..., Outcome]:
 
 
 def list_checkers() -> list[str]:
-    """The registered checker names, sorted."""
+    """The registered checker names, sorted (installed plugins included)."""
+    _load_plugins()
     with _LOCK:
         return sorted(_REGISTRY)
 
@@ -734,17 +761,8 @@ register_checker("number", check_number)
 register_checker("contains", check_contains)
 register_checker("test_command", check_test_command, needs_answer=False)
 register_checker("any_of", check_any_of)
-
-
-def check_llm_judge(*, answer: str | None, task: Task, run_result: dict | None = None) -> Outcome:
-    """``llm_judge``: see :func:`trainer_core.rewards.judge.check_llm_judge` (imported here, at
-    the first call, so that importing this module loads no SDK)."""
-    from trainer_core.rewards.judge import check_llm_judge as judge_answer
-
-    return judge_answer(answer=answer, task=task, run_result=run_result)
-
-
-register_checker("llm_judge", check_llm_judge)
+# ``llm_judge`` is registered by the judge itself (trainer_core.rewards.judge.checker), found
+# through its entry point when the rewards layer has not been imported yet.
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
-"""The Task model: what an agent is asked to do and how its outcome is checked."""
+"""The Task model: what an agent is asked to do and how its outcome is checked, and the
+``ToolSpec`` of a tool the agent may call (shared by environments, sandboxes and policies)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,6 +20,25 @@ class ToolCall(BaseModel):
     tool: str
     params: dict[str, Any] = Field(default_factory=dict)
     thought: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the agent sees it: a name, what it does, JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    category: str = "execute"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": dict(self.parameters),
+        }
 
 
 class Task(BaseModel):

@@ -1,3 +1,18 @@
-"""Trainers (SFT, DPO, GRPO) and what they share (:mod:`.common`), plus tiny local models for
-tests and benchmarks (:mod:`.tiny`). Importing this package imports no torch: each trainer module
-imports torch, transformers, peft and accelerate inside its functions."""
+"""Trainers (SFT, DPO, GRPO), one readable ``train(config, on_progress)`` each, and what they
+share, by what it is:
+
+- :mod:`.config` — the config dataclasses' base, YAML and field help; :mod:`.methods` — the
+  methods by name and :func:`train_from_yaml` (re-exported here, the package's entry point);
+- :mod:`.checkpoint` — the one owner of the checkpoint layout (save, resume, list, find);
+- :mod:`.data` — dataset rows, encoding with the chat format, batches;
+- :mod:`.modelling` — seeding, devices, the accelerator, model loading (LoRA), log-probs;
+- :mod:`.loop` — the phases every ``train()`` shares; :mod:`.losses` — the losses' maths;
+- :mod:`.episodes` (online GRPO episodes) and :mod:`.tiny` (tiny local models for tests and
+  benchmarks).
+
+Importing this package imports no torch: each trainer module imports torch, transformers, peft
+and accelerate inside its functions."""
+
+from trainer_core.training.methods import METHODS, config_class, train_from_yaml, train_method
+
+__all__ = ["METHODS", "config_class", "train_from_yaml", "train_method"]

@@ -10,7 +10,7 @@ Data
 
 Log-probabilities
     ``prompt + chosen`` and ``prompt + rejected`` are each tokenized with the one chat format
-    (:func:`~trainer_core.training.common.encode_messages`); a continuation's log-prob is the sum
+    (:func:`~trainer_core.training.data.encode_messages`); a continuation's log-prob is the sum
     over its tokens that carry loss. ``observation_masking`` (on by default): only the policy's own
     tokens carry loss (each assistant turn's content and ``<|im_end|>``), never a tool result or
     a role header inside the continuation; off: every token of the continuation does (TRL's
@@ -36,12 +36,9 @@ pairs whatever the number of processes.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import functools
 import hashlib
 import json
-import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,32 +47,29 @@ from typing import Any
 
 from trainer_core.errors import ConfigError, InputError
 from trainer_core.progress import ProgressEvent
-from trainer_core.training.common import (
-    IGNORE_INDEX,
-    Checkpointer,
+from trainer_core.training.config import TrainConfig, TrainResult, option
+from trainer_core.training.data import (
     Encoded,
-    TrainConfig,
-    TrainResult,
-    checkpoint_due,
+    batch_indices,
     collate,
     encode_messages,
-    finish_run,
-    load_seeded,
-    make_optimizer_and_scheduler,
-    option,
-    read_jsonl,
-    report,
-    sequence_logprobs,
-    start_run,
-    weights_dtype,
+    process_share,
+    read_rows,
+    to_device,
     with_tools_system,
 )
+from trainer_core.training.loop import Run, prepare_run, report, start_run
 from trainer_core.training.losses import DPO_LOSS_TYPES, check_dpo_settings, dpo_loss
+from trainer_core.training.modelling import (
+    IGNORE_INDEX,
+    load_seeded,
+    sequence_logprobs,
+    weights_dtype,
+)
 
 __all__ = [
     "DPOConfig",
     "Pair",
-    "batch_indices",
     "encode_continuation",
     "encode_pair",
     "encode_pairs",
@@ -232,7 +226,7 @@ def pair_logprobs(model: Any, pairs: Sequence[Pair], pad_id: int) -> tuple[Any, 
     forward pass over ``[chosen..., rejected...]``."""
     device = next(model.parameters()).device
     batch = collate([p.chosen for p in pairs] + [p.rejected for p in pairs], pad_id)
-    batch = {k: v.to(device) for k, v in batch.items()}
+    batch = to_device(batch, device)
     logps = sequence_logprobs(model, batch)
     return logps[: len(pairs)], logps[len(pairs) :]
 
@@ -336,47 +330,16 @@ def _reference_logprobs(
 
 # --------------------------------------------------------------------------- training
 
-
-@functools.lru_cache(maxsize=4)
-def _epoch_order(n: int, seed: int, epoch: int) -> tuple[int, ...]:
-    order = list(range(n))
-    random.Random(seed * 1_000_003 + epoch).shuffle(order)
-    return tuple(order)
+#: What a step sums over its pairs (then divided by the step's number of pairs).
+_SUMS = ("loss", "chosen_reward", "rejected_reward", "accuracy", "chosen_logp", "rejected_logp")
 
 
-def batch_indices(n: int, size: int, index: int, seed: int) -> list[int]:
-    """Indices of micro-batch ``index`` (of ``size`` items out of ``n``): positions
-    ``index*size ..`` of the concatenated seeded per-epoch permutations, a function of the seed
-    and the index only (so a resumed run sees the same batches)."""
-    positions = range(index * size, (index + 1) * size)
-    return [_epoch_order(n, seed, p // n)[p % n] for p in positions]
-
-
-def train(
-    config: DPOConfig, on_progress: Callable[[ProgressEvent], None] | None = None
-) -> TrainResult:
-    """Train ``config.model_dir`` on the preference pairs of ``config.dataset``; checkpoints go to
-    ``config.output_dir``. Returns the final loss, the step count, the last checkpoint and the
-    logged metrics (loss, implicit rewards, their margin and accuracy, the policy's log-probs of
-    chosen and rejected and their margin)."""
-    import torch
-
-    accelerator, world, rank, per_process = start_run(config)
-
-    # 1. data and model
-    rows = read_jsonl(config.dataset)
-    model, tokenizer = load_seeded(config, accelerator)
-    pad_id = tokenizer.pad_token_id
-    pairs, dropped = encode_pairs(rows, tokenizer, config)
-    if not pairs:
-        raise InputError(
-            f"no pair in {config.dataset} has tokens that carry loss on both sides (after "
-            f"truncation to max_length={config.max_length}); check the rows' chosen and rejected "
-            "hold assistant turns"
-        )
-
-    # 2. the reference: the initial model, before any checkpoint is loaded into it
-    reference = None
+def _reference_for(
+    config: DPOConfig, model: Any, pairs: Sequence[Pair], pad_id: int, accelerator: Any
+) -> tuple[Any, str]:
+    """The reference, made from the initial model before any checkpoint is loaded into it: the
+    precomputed log-probs filled into ``pairs`` (returns None), or a frozen copy (None for LoRA:
+    the adapters switched off). Returns it and a description for the progress log."""
     if config.reference == "precomputed":
         cached = precompute_reference(
             model,
@@ -386,10 +349,104 @@ def train(
             cache=Path(config.output_dir) / CACHE_FILE if accelerator.is_main_process else None,
             fingerprint=_fingerprint(config, pairs),
         )
-        what = "read from the cache" if cached else "computed"
-    else:
-        reference = frozen_reference(model)
-        what = "a frozen copy of the initial model" if reference is not None else "LoRA off"
+        return None, "read from the cache" if cached else "computed"
+    reference = frozen_reference(model)
+    return reference, "a frozen copy of the initial model" if reference is not None else "LoRA off"
+
+
+def _pair_losses(run: Run, reference: Any, mine: list[Pair]) -> tuple[Any, Any]:
+    """The DPO losses of ``mine`` (one per pair) and their sums of :data:`_SUMS`."""
+    import torch
+
+    config, device, pad_id = run.config, run.accelerator.device, run.tokenizer.pad_token_id
+    chosen, rejected = pair_logprobs(run.model, mine, pad_id)
+    ref_chosen, ref_rejected = _reference_logprobs(
+        reference, run.model, mine, pad_id, run.accelerator
+    )
+    losses, chosen_rewards, rejected_rewards = dpo_loss(
+        chosen,
+        rejected,
+        ref_chosen,
+        ref_rejected,
+        beta=config.beta,
+        loss_type=config.loss_type,
+        label_smoothing=config.label_smoothing,
+        chosen_lengths=_label_counts(mine, "chosen", device),
+        rejected_lengths=_label_counts(mine, "rejected", device),
+    )
+    sums = torch.stack(
+        [
+            losses.detach().sum(),
+            chosen_rewards.sum(),
+            rejected_rewards.sum(),
+            (chosen_rewards > rejected_rewards).float().sum(),
+            chosen.detach().sum(),
+            rejected.detach().sum(),
+        ]
+    )
+    return losses, sums
+
+
+def _backward(
+    run: Run, reference: Any, pairs: Sequence[Pair], *, share: tuple[int, int, int], norm: int
+) -> Any:
+    """Forward and backward passes over one optimizer step's micro-batches (this process's share
+    of each; ``share`` is ``(world, rank, per_process)``; ``norm`` the step's number of pairs).
+    Returns this process's sums of :data:`_SUMS`."""
+    import torch
+
+    config = run.config
+    world, rank, per_process = share
+    sums = torch.zeros(len(_SUMS), device=run.accelerator.device)
+    for m in range(config.grad_accum):
+        index = run.step * config.grad_accum + m
+        picked = batch_indices(len(pairs), config.batch_size, index, config.seed)
+        mine = [pairs[i] for i in process_share(picked, rank, per_process)]
+        with run.grad_sync(last=m == config.grad_accum - 1):
+            losses, micro_sums = _pair_losses(run, reference, mine)
+            # DDP averages over processes: scale to the gradient of the step's pair mean.
+            run.accelerator.backward(losses.sum() * world / norm)
+        sums += micro_sums
+    return sums
+
+
+def _step_metrics(means: dict[str, float], **extra: float) -> dict[str, float]:
+    """A step's logged metrics from the means of :data:`_SUMS` (TRL's names)."""
+    return {
+        "loss": means["loss"],
+        "rewards/chosen": means["chosen_reward"],
+        "rewards/rejected": means["rejected_reward"],
+        "rewards/margin": means["chosen_reward"] - means["rejected_reward"],
+        "rewards/accuracy": means["accuracy"],
+        "logps/chosen": means["chosen_logp"],
+        "logps/rejected": means["rejected_logp"],
+        "logps/margin": means["chosen_logp"] - means["rejected_logp"],
+        **extra,
+    }
+
+
+def train(
+    config: DPOConfig, on_progress: Callable[[ProgressEvent], None] | None = None
+) -> TrainResult:
+    """Train ``config.model_dir`` on the preference pairs of ``config.dataset``; checkpoints go to
+    ``config.output_dir``. Returns the final loss, the step count, the last checkpoint and the
+    logged metrics (loss, implicit rewards, their margin and accuracy, the policy's log-probs of
+    chosen and rejected and their margin)."""
+    accelerator, world, rank, per_process = start_run(config)
+
+    # 1. data and model
+    rows = read_rows(config.dataset)
+    model, tokenizer = load_seeded(config, accelerator)
+    pairs, dropped = encode_pairs(rows, tokenizer, config)
+    if not pairs:
+        raise InputError(
+            f"no pair in {config.dataset} has tokens that carry loss on both sides (after "
+            f"truncation to max_length={config.max_length}); check the rows' chosen and rejected "
+            "hold assistant turns"
+        )
+
+    # 2. the reference: the initial model, before any checkpoint is loaded into it
+    reference, what = _reference_for(config, model, pairs, tokenizer.pad_token_id, accelerator)
     report(
         on_progress,
         step=0,
@@ -398,98 +455,30 @@ def train(
         message=f"{len(rows)} rows → {len(pairs)} pairs ({dropped} without loss dropped); "
         f"reference: {what}",
     )
-
-    optimizer, scheduler = make_optimizer_and_scheduler(model, config, config.max_steps)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    checkpointer = Checkpointer(config.output_dir, accelerator=accelerator)
-    step, history, last_dir = 0, [], ""
-    if config.resume_from:
-        step, _ = checkpointer.load(config.resume_from, model, optimizer, scheduler)
-        last_dir = str(config.resume_from)
-    model.train()
+    run = prepare_run(config, accelerator, model, tokenizer, on_progress)
+    run.last_dir = str(config.resume_from)  # resumed at max_steps: the result names it as given
 
     # 3. the loop: one optimizer step = grad_accum micro-batches over every process
     loss_value = float("nan")
-    names = ("loss", "chosen_reward", "rejected_reward", "accuracy", "chosen_logp", "rejected_logp")
-    while step < config.max_steps:
+    step_pairs = config.batch_size * config.grad_accum
+    while not run.done:
         started = time.perf_counter()
-        step_pairs = config.batch_size * config.grad_accum
-        sums = torch.zeros(len(names), device=accelerator.device)
-        for m in range(config.grad_accum):
-            index = step * config.grad_accum + m
-            chosen_ids = batch_indices(len(pairs), config.batch_size, index, config.seed)
-            mine = [pairs[i] for i in chosen_ids[rank * per_process : (rank + 1) * per_process]]
-            last = m == config.grad_accum - 1
-            with contextlib.nullcontext() if last else accelerator.no_sync(model):
-                chosen, rejected = pair_logprobs(model, mine, pad_id)
-                ref_chosen, ref_rejected = _reference_logprobs(
-                    reference, model, mine, pad_id, accelerator
-                )
-                losses, chosen_rewards, rejected_rewards = dpo_loss(
-                    chosen,
-                    rejected,
-                    ref_chosen,
-                    ref_rejected,
-                    beta=config.beta,
-                    loss_type=config.loss_type,
-                    label_smoothing=config.label_smoothing,
-                    chosen_lengths=_label_counts(mine, "chosen", accelerator.device),
-                    rejected_lengths=_label_counts(mine, "rejected", accelerator.device),
-                )
-                # DDP averages over processes: scale to the gradient of the step's pair mean.
-                accelerator.backward(losses.sum() * world / step_pairs)
-            sums += torch.stack(
-                [
-                    losses.detach().sum(),
-                    chosen_rewards.sum(),
-                    rejected_rewards.sum(),
-                    (chosen_rewards > rejected_rewards).float().sum(),
-                    chosen.detach().sum(),
-                    rejected.detach().sum(),
-                ]
-            )
-        grad_norm = float("nan")
-        if config.max_grad_norm > 0:
-            grad_norm = float(accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm))
-        learning_rate = scheduler.get_last_lr()[0]
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
+        sums = _backward(run, reference, pairs, share=(world, rank, per_process), norm=step_pairs)
+        grad_norm, learning_rate = run.update()
         totals = accelerator.reduce(sums, reduction="sum") / step_pairs
-        means = dict(zip(names, totals.tolist(), strict=True))
+        means = dict(zip(_SUMS, totals.tolist(), strict=True))
         loss_value = means["loss"]
-        seconds = time.perf_counter() - started
+        metrics = _step_metrics(
+            means,
+            learning_rate=learning_rate,
+            grad_norm=grad_norm,
+            seconds=time.perf_counter() - started,
+        )
+        run.end_step(
+            loss=loss_value,
+            metrics=metrics,
+            message=f"step {run.step}/{config.max_steps} loss {loss_value:.4f} margin "
+            f"{metrics['rewards/margin']:.4f}",
+        )
 
-        # Checkpoint before reporting: a callback that stops the run (a cancel) keeps this step.
-        if checkpoint_due(config, step):
-            path = checkpointer.save(
-                step, model, tokenizer, optimizer, scheduler, config, {"loss": loss_value}
-            )
-            last_dir = str(path)
-        if step % config.log_every == 0 or step == config.max_steps:
-            metrics = {
-                "step": step,
-                "loss": loss_value,
-                "rewards/chosen": means["chosen_reward"],
-                "rewards/rejected": means["rejected_reward"],
-                "rewards/margin": means["chosen_reward"] - means["rejected_reward"],
-                "rewards/accuracy": means["accuracy"],
-                "logps/chosen": means["chosen_logp"],
-                "logps/rejected": means["rejected_logp"],
-                "logps/margin": means["chosen_logp"] - means["rejected_logp"],
-                "learning_rate": learning_rate,
-                "grad_norm": grad_norm,
-                "seconds": seconds,
-            }
-            history.append(metrics)
-            report(
-                on_progress,
-                step=step,
-                total=config.max_steps,
-                metrics={k: v for k, v in metrics.items() if k != "step"},
-                message=f"step {step}/{config.max_steps} loss {loss_value:.4f} margin "
-                f"{metrics['rewards/margin']:.4f}",
-            )
-
-    return finish_run(config, loss=loss_value, step=step, last_dir=last_dir, history=history)
+    return run.result(loss_value)

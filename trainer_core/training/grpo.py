@@ -50,7 +50,6 @@ Batches and processes
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,34 +57,18 @@ from typing import Any
 
 from trainer_core.errors import ConfigError, InputError
 from trainer_core.progress import ProgressEvent
-from trainer_core.training.common import (
-    IGNORE_INDEX,
-    Checkpointer,
-    TrainConfig,
-    TrainResult,
-    checkpoint_due,
-    collate,
-    finish_run,
-    load_seeded,
-    make_optimizer_and_scheduler,
-    option,
-    read_jsonl,
-    report,
-    start_run,
-)
-from trainer_core.training.dpo import (
-    batch_indices,
-    encode_continuation,
-    frozen_reference,
-    prompt_messages,
-)
+from trainer_core.training.config import TrainConfig, TrainResult, option
+from trainer_core.training.data import batch_indices, collate, process_share, read_rows, to_device
+from trainer_core.training.dpo import encode_continuation, frozen_reference, prompt_messages
 from trainer_core.training.episodes import Completion, Group, load_tasks_for, rollout_groups
+from trainer_core.training.loop import Run, prepare_run, report, start_run
 from trainer_core.training.losses import (
     check_grpo_settings,
     group_advantages,
     grpo_loss,
     step_advantages,
 )
+from trainer_core.training.modelling import IGNORE_INDEX, load_seeded
 
 __all__ = [
     "Completion",
@@ -292,7 +275,7 @@ def token_advantages(completion: Completion, row: Sequence[float]) -> list[float
 
 def _logprobs(model: Any, batch: Mapping[str, Any], temperature: float) -> Any:
     """Per-token log-probs (batch, length) aligned with the labels, as
-    :func:`~.common.token_logprobs`, of the distribution sampled from (logits / temperature);
+    :func:`~.modelling.token_logprobs`, of the distribution sampled from (logits / temperature);
     the LM head runs only from the first position that carries loss on (``logits_to_keep``: the
     prompt's logits, the bulk of the memory for a large vocabulary, are never built)."""
     import torch
@@ -325,7 +308,7 @@ def _reference_logprobs(reference: Any, model: Any, batch: Any, config: GRPOConf
 
 def _offline_groups(config: GRPOConfig, tokenizer: Any) -> tuple[list[Group], int]:
     groups, dropped = [], 0
-    for index, row in enumerate(read_jsonl(config.dataset)):
+    for index, row in enumerate(read_rows(config.dataset)):
         group = encode_group(row, index, tokenizer, config)
         useful = [c for c in group.completions if c.encoded.num_label_tokens > 0]
         if len(group.completions) < 2 or not useful:
@@ -340,6 +323,144 @@ def _offline_groups(config: GRPOConfig, tokenizer: Any) -> tuple[list[Group], in
     return groups, dropped
 
 
+def _prompts(config: GRPOConfig, tokenizer: Any) -> tuple[list[Any], list[Group], str]:
+    """Online: the tasks to play (no groups); offline: the exported groups (no tasks). Returns
+    them and a line for the progress log."""
+    if config.online:
+        tasks = load_tasks_for(config)
+        source = f"online in {config.env_id}: {len(tasks)} tasks x {config.group_size} episodes"
+        return tasks, [], source
+    groups, dropped = _offline_groups(config, tokenizer)
+    source = f"offline: {len(groups)} groups ({dropped} without 2 usable completions dropped)"
+    return [], groups, source
+
+
+def _step_groups(
+    run: Run, prompts: tuple[list[Any], list[Group]], *, rank: int, per_process: int
+) -> list[list[Group]]:
+    """This process's groups of each micro-batch of the run's current step: sampled now in the
+    environment (online, seeded by the run seed, the micro-batch and the rank) or taken from the
+    dataset."""
+    config = run.config
+    tasks, groups = prompts
+    n = len(tasks) if config.online else len(groups)
+    micro: list[list[Group]] = []
+    for m in range(config.grad_accum):
+        index = run.step * config.grad_accum + m
+        picked = batch_indices(n, config.batch_size, index, config.seed)
+        picked = process_share(picked, rank, per_process)
+        if config.online:
+            micro.append(
+                rollout_groups(
+                    run.accelerator.unwrap_model(run.model),
+                    run.tokenizer,
+                    [tasks[i] for i in picked],
+                    config,
+                    seed=config.seed * 1_000_003 + index * 7919 + rank,
+                )
+            )
+        else:
+            micro.append([groups[i] for i in picked])
+    return micro
+
+
+def _step_stats(micro: list[list[Group]], accelerator: Any) -> Any:
+    """The step's completion statistics summed over every process: loss tokens, completions,
+    reward sum, successes, tokens (float64, in that order)."""
+    import torch
+
+    completions = [c for batch in micro for g in batch for c in g.completions]
+    stats = torch.tensor(
+        [
+            sum(c.encoded.num_label_tokens for c in completions),
+            len(completions),
+            sum(c.reward for c in completions),
+            sum(1 for c in completions if c.success),
+            sum(len(c.encoded) for c in completions),
+        ],
+        dtype=torch.float64,
+        device=accelerator.device,
+    )
+    return accelerator.reduce(stats, reduction="sum")
+
+
+def _group_batch(groups: list[Group], config: GRPOConfig, pad_id: int, device: Any) -> dict:
+    """The completions of ``groups`` collated, with each token's advantage (``advantages``,
+    0 on padding), on ``device``."""
+    import torch
+
+    items = [
+        (c, token_advantages(c, row))
+        for g in groups
+        for c, row in zip(g.completions, advantage_rows(g, config), strict=True)
+    ]
+    batch = collate([c.encoded for c, _ in items], pad_id)
+    width = batch["input_ids"].size(1)
+    batch["advantages"] = torch.tensor(
+        [a + [0.0] * (width - len(a)) for _, a in items], dtype=torch.float32
+    )
+    return to_device(batch, device)
+
+
+def _micro_loss(run: Run, reference: Any, batch: Any, items: float) -> Any:
+    """The GRPO loss of one micro-batch, scaled as its share of the step's loss (``items``: the
+    loss tokens per process, dapo's normaliser)."""
+    config = run.config
+    logps = _logprobs(run.model, batch, config.temperature)
+    ref = None
+    if config.beta > 0:
+        ref = _reference_logprobs(reference, run.model, batch, config, run.accelerator)
+    loss = grpo_loss(
+        logps,
+        None,
+        ref,
+        batch["advantages"],
+        batch["labels"] != IGNORE_INDEX,
+        loss_type=config.loss_type,
+        beta=config.beta,
+        epsilon_low=config.epsilon,
+        epsilon_high=config.epsilon_high,
+        max_completion_length=config.max_length,
+        num_items_in_batch=items,
+    )
+    if config.loss_type != "dapo":  # dapo is already a share of the whole step
+        loss = loss / config.grad_accum
+    return loss
+
+
+def _backward(run: Run, reference: Any, micro: list[list[Group]], items: float) -> Any:
+    """Forward and backward passes over this process's groups of each micro-batch of the step.
+    Returns the sum of the micro-batches' losses, detached."""
+    import torch
+
+    loss_sum = torch.zeros((), device=run.accelerator.device)
+    for m, batch_groups in enumerate(micro):
+        batch = _group_batch(
+            batch_groups, run.config, run.tokenizer.pad_token_id, run.accelerator.device
+        )
+        with run.grad_sync(last=m == run.config.grad_accum - 1):
+            loss = _micro_loss(run, reference, batch, items)
+            run.accelerator.backward(loss)
+        loss_sum += loss.detach()
+    return loss_sum
+
+
+def _step_metrics(stats: Any, *, loss: float, online: bool, **timing: float) -> dict[str, float]:
+    """A step's logged metrics from its :func:`_step_stats` (success rate online only)."""
+    count = max(1.0, float(stats[1]))
+    metrics = {
+        "loss": loss,
+        "reward": float(stats[2]) / count,
+        "completions": float(stats[1]),
+        "loss_tokens": float(stats[0]),
+        "tokens": float(stats[4]),
+        **timing,
+    }
+    if online:
+        metrics["success_rate"] = float(stats[3]) / count
+    return metrics
+
+
 def train(
     config: GRPOConfig, on_progress: Callable[[ProgressEvent], None] | None = None
 ) -> TrainResult:
@@ -347,147 +468,40 @@ def train(
     of ``config.dataset``; checkpoints go to ``config.output_dir``. Returns the final loss, the
     step count, the last checkpoint and the logged metrics (loss, the mean reward of the step's
     completions and, online, their success rate)."""
-    import torch
-
     accelerator, world, rank, per_process = start_run(config)
 
     # 1. model and prompts
     model, tokenizer = load_seeded(config, accelerator)
-    pad_id = tokenizer.pad_token_id
-    tasks: list[Any] = []
-    groups: list[Group] = []
-    if config.online:
-        tasks = load_tasks_for(config)
-        source = f"online in {config.env_id}: {len(tasks)} tasks x {config.group_size} episodes"
-    else:
-        groups, dropped = _offline_groups(config, tokenizer)
-        source = f"offline: {len(groups)} groups ({dropped} without 2 usable completions dropped)"
+    tasks, groups, source = _prompts(config, tokenizer)
     reference = frozen_reference(model) if config.beta > 0 else None
     report(on_progress, step=0, total=config.max_steps, metrics={}, message=source)
-
-    optimizer, scheduler = make_optimizer_and_scheduler(model, config, config.max_steps)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    checkpointer = Checkpointer(config.output_dir, accelerator=accelerator)
-    step, history, last_dir = 0, [], ""
-    if config.resume_from:
-        step, _ = checkpointer.load(config.resume_from, model, optimizer, scheduler)
-        last_dir = str(config.resume_from)
-    model.train()
+    run = prepare_run(config, accelerator, model, tokenizer, on_progress)
+    run.last_dir = str(config.resume_from)  # resumed at max_steps: the result names it as given
 
     # 2. the loop: sample (online) or take (offline) the step's groups, then update once
     loss_value = float("nan")
-    n = len(tasks) if config.online else len(groups)
-    while step < config.max_steps:
+    while not run.done:
         started = time.perf_counter()
-        micro: list[list[Group]] = []
-        for m in range(config.grad_accum):
-            index = step * config.grad_accum + m
-            picked = batch_indices(n, config.batch_size, index, config.seed)
-            picked = picked[rank * per_process : (rank + 1) * per_process]
-            if config.online:
-                micro.append(
-                    rollout_groups(
-                        accelerator.unwrap_model(model),
-                        tokenizer,
-                        [tasks[i] for i in picked],
-                        config,
-                        seed=config.seed * 1_000_003 + index * 7919 + rank,
-                    )
-                )
-            else:
-                micro.append([groups[i] for i in picked])
+        micro = _step_groups(run, (tasks, groups), rank=rank, per_process=per_process)
         sampled = time.perf_counter() - started
-        completions = [c for batch in micro for g in batch for c in g.completions]
-        stats = torch.tensor(
-            [
-                sum(c.encoded.num_label_tokens for c in completions),
-                len(completions),
-                sum(c.reward for c in completions),
-                sum(1 for c in completions if c.success),
-                sum(len(c.encoded) for c in completions),
-            ],
-            dtype=torch.float64,
-            device=accelerator.device,
-        )
-        stats = accelerator.reduce(stats, reduction="sum")
-        loss_tokens = float(stats[0])
-        loss_sum = torch.zeros((), device=accelerator.device)
-        for m, batch_groups in enumerate(micro):
-            items = [
-                (c, token_advantages(c, row))
-                for g in batch_groups
-                for c, row in zip(g.completions, advantage_rows(g, config), strict=True)
-            ]
-            batch = collate([c.encoded for c, _ in items], pad_id)
-            width = batch["input_ids"].size(1)
-            batch["advantages"] = torch.tensor(
-                [a + [0.0] * (width - len(a)) for _, a in items], dtype=torch.float32
-            )
-            batch = {k: v.to(accelerator.device) for k, v in batch.items()}
-            last = m == config.grad_accum - 1
-            with contextlib.nullcontext() if last else accelerator.no_sync(model):
-                logps = _logprobs(model, batch, config.temperature)
-                ref = None
-                if config.beta > 0:
-                    ref = _reference_logprobs(reference, model, batch, config, accelerator)
-                loss = grpo_loss(
-                    logps,
-                    None,
-                    ref,
-                    batch["advantages"],
-                    batch["labels"] != IGNORE_INDEX,
-                    loss_type=config.loss_type,
-                    beta=config.beta,
-                    epsilon_low=config.epsilon,
-                    epsilon_high=config.epsilon_high,
-                    max_completion_length=config.max_length,
-                    num_items_in_batch=loss_tokens / world,
-                )
-                if config.loss_type != "dapo":  # dapo is already a share of the whole step
-                    loss = loss / config.grad_accum
-                accelerator.backward(loss)
-            loss_sum += loss.detach()
-        grad_norm = float("nan")
-        if config.max_grad_norm > 0:
-            grad_norm = float(accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm))
-        learning_rate = scheduler.get_last_lr()[0]
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
+        stats = _step_stats(micro, accelerator)
+        loss_sum = _backward(run, reference, micro, items=float(stats[0]) / world)
+        grad_norm, learning_rate = run.update()
         loss_value = float(accelerator.reduce(loss_sum, reduction="mean"))
-        seconds = time.perf_counter() - started
+        metrics = _step_metrics(
+            stats,
+            loss=loss_value,
+            online=config.online,
+            learning_rate=learning_rate,
+            grad_norm=grad_norm,
+            seconds=time.perf_counter() - started,
+            sampling_seconds=sampled,
+        )
+        run.end_step(
+            loss=loss_value,
+            metrics=metrics,
+            message=f"step {run.step}/{config.max_steps} loss {loss_value:.4f} reward "
+            f"{metrics['reward']:.3f}",
+        )
 
-        # Checkpoint before reporting: a callback that stops the run (a cancel) keeps this step.
-        if checkpoint_due(config, step):
-            path = checkpointer.save(
-                step, model, tokenizer, optimizer, scheduler, config, {"loss": loss_value}
-            )
-            last_dir = str(path)
-        if step % config.log_every == 0 or step == config.max_steps:
-            count = max(1.0, float(stats[1]))
-            metrics = {
-                "step": step,
-                "loss": loss_value,
-                "reward": float(stats[2]) / count,
-                "completions": float(stats[1]),
-                "loss_tokens": loss_tokens,
-                "tokens": float(stats[4]),
-                "learning_rate": learning_rate,
-                "grad_norm": grad_norm,
-                "seconds": seconds,
-                "sampling_seconds": sampled,
-            }
-            if config.online:
-                metrics["success_rate"] = float(stats[3]) / count
-            history.append(metrics)
-            report(
-                on_progress,
-                step=step,
-                total=config.max_steps,
-                metrics={k: v for k, v in metrics.items() if k != "step"},
-                message=f"step {step}/{config.max_steps} loss {loss_value:.4f} reward "
-                f"{metrics['reward']:.3f}",
-            )
-
-    return finish_run(config, loss=loss_value, step=step, last_dir=last_dir, history=history)
+    return run.result(loss_value)

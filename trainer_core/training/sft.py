@@ -50,7 +50,6 @@ Processes
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import random
 import time
@@ -60,25 +59,18 @@ from typing import Any
 
 from trainer_core.errors import ConfigError, InputError
 from trainer_core.progress import ProgressEvent
-from trainer_core.training.common import (
-    IGNORE_INDEX,
-    Checkpointer,
+from trainer_core.training.config import TrainConfig, TrainResult, option
+from trainer_core.training.data import (
     Encoded,
-    TrainConfig,
-    TrainResult,
-    checkpoint_due,
     collate,
     encode_messages,
-    finish_run,
-    load_seeded,
-    make_optimizer_and_scheduler,
-    option,
-    read_jsonl,
-    report,
-    start_run,
-    token_logprobs,
+    process_share,
+    read_rows,
+    to_device,
     with_tools_system,
 )
+from trainer_core.training.loop import Run, prepare_run, report, start_run
+from trainer_core.training.modelling import IGNORE_INDEX, load_seeded, token_logprobs
 
 __all__ = [
     "Example",
@@ -294,12 +286,35 @@ class _Stream:
 
 def weighted_nll(logprobs: Any, batch: Mapping[str, Any]) -> Any:
     """``sum(w * -log p)`` over the supervised tokens of the batch (a scalar); ``logprobs`` is
-    (B, T) aligned with the labels (:func:`~.common.token_logprobs`)."""
+    (B, T) aligned with the labels (:func:`~.modelling.token_logprobs`)."""
     mask = (batch["labels"] != IGNORE_INDEX).to(logprobs.dtype)  # (B, T)
     return -(logprobs * batch["weights"] * mask).sum()
 
 
 # --------------------------------------------------------------------------- training
+
+
+def _backward(
+    run: Run, micro: list[list[Example]], *, share: tuple[int, int, int], normaliser: float
+) -> Any:
+    """Forward and backward passes over one optimizer step's micro-batches (this process's share
+    of each; ``share`` is ``(world, rank, per_process)``). Returns this process's summed weighted
+    NLL, detached."""
+    import torch
+
+    world, rank, per_process = share
+    device, pad_id = run.accelerator.device, run.tokenizer.pad_token_id
+    loss_sum = torch.zeros((), device=device)
+    for m, batch_examples in enumerate(micro):
+        mine = process_share(batch_examples, rank, per_process)
+        batch = to_device(collate([e.encoded for e in mine], pad_id), device)
+        with run.grad_sync(last=m == len(micro) - 1):
+            nll = weighted_nll(token_logprobs(run.model, batch), batch)
+            # DDP averages gradients over processes: scale so the result is the gradient
+            # of the step's mean over all its supervised tokens.
+            run.accelerator.backward(nll * world / normaliser)
+        loss_sum += nll.detach()
+    return loss_sum
 
 
 def train(
@@ -308,12 +323,10 @@ def train(
     """Fine-tune ``config.model_dir`` on ``config.dataset``; checkpoints go to
     ``config.output_dir``. Returns the final loss, the step count, the last checkpoint and the
     logged metrics."""
-    import torch
-
     accelerator, world, rank, per_process = start_run(config)
 
     # 1. data
-    rows = read_jsonl(config.dataset)
+    rows = read_rows(config.dataset)
     model, tokenizer = load_seeded(config, accelerator)
     examples, dropped = build_examples(rows, tokenizer, config)
     if not examples:
@@ -331,73 +344,33 @@ def train(
     )
 
     # 2. model, optimizer, schedule (and the state to resume from)
-    optimizer, scheduler = make_optimizer_and_scheduler(model, config, config.max_steps)
-    model, optimizer = accelerator.prepare(model, optimizer)  # not the scheduler: see common
-    checkpointer = Checkpointer(config.output_dir, accelerator=accelerator)
-    step, history, last_dir, loss_value = 0, [], "", float("nan")
-    if config.resume_from:
-        step, extra = checkpointer.load(config.resume_from, model, optimizer, scheduler)
-        loss_value = float(extra.get("loss", loss_value))
-    pad_id = tokenizer.pad_token_id
-    model.train()
+    run = prepare_run(config, accelerator, model, tokenizer, on_progress)
+    loss_value = float(run.resumed.get("loss", float("nan")))
 
     # 3. the loop: one optimizer step = grad_accum micro-batches over every process
-    while step < config.max_steps:
+    while not run.done:
         started = time.perf_counter()
-        micro = [stream.micro_batch(step * config.grad_accum + m) for m in range(config.grad_accum)]
+        first = run.step * config.grad_accum
+        micro = [stream.micro_batch(first + m) for m in range(config.grad_accum)]
         normaliser = sum(e.weight_total for batch in micro for e in batch)
         tokens = sum(len(e.encoded) for batch in micro for e in batch)
-        loss_sum = torch.zeros((), device=accelerator.device)
-        for m, batch_examples in enumerate(micro):
-            mine = batch_examples[rank * per_process : (rank + 1) * per_process]
-            batch = {
-                k: v.to(accelerator.device)
-                for k, v in collate([e.encoded for e in mine], pad_id).items()
-            }
-            last = m == len(micro) - 1
-            sync = contextlib.nullcontext() if last else accelerator.no_sync(model)
-            with sync:
-                nll = weighted_nll(token_logprobs(model, batch), batch)
-                # DDP averages gradients over processes: scale so the result is the gradient
-                # of the step's mean over all its supervised tokens.
-                accelerator.backward(nll * world / normaliser)
-            loss_sum += nll.detach()
-        grad_norm = float("nan")
-        if config.max_grad_norm > 0:
-            grad_norm = float(accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm))
-        learning_rate = scheduler.get_last_lr()[0]
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
+        loss_sum = _backward(run, micro, share=(world, rank, per_process), normaliser=normaliser)
+        grad_norm, learning_rate = run.update()
         loss_value = float(accelerator.reduce(loss_sum, reduction="sum")) / normaliser
         seconds = time.perf_counter() - started
-
-        # Checkpoint before reporting: a callback that stops the run (a cancel) keeps this step.
-        if checkpoint_due(config, step):
-            path = checkpointer.save(
-                step, model, tokenizer, optimizer, scheduler, config, {"loss": loss_value}
-            )
-            last_dir = str(path)
-        if step % config.log_every == 0 or step == config.max_steps:
-            metrics = {
-                "step": step,
+        run.end_step(
+            loss=loss_value,
+            metrics={
                 "loss": loss_value,
                 "learning_rate": learning_rate,
                 "grad_norm": grad_norm,
                 "tokens": tokens,
                 "tokens_per_second": tokens / seconds if seconds > 0 else 0.0,
-            }
-            history.append(metrics)
-            report(
-                on_progress,
-                step=step,
-                total=config.max_steps,
-                metrics={k: v for k, v in metrics.items() if k != "step"},
-                message=f"step {step}/{config.max_steps} loss {loss_value:.4f}",
-            )
+            },
+            message=f"step {run.step}/{config.max_steps} loss {loss_value:.4f}",
+        )
 
-    return finish_run(config, loss=loss_value, step=step, last_dir=last_dir, history=history)
+    return run.result(loss_value)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -409,7 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import os
     import sys
 
-    from trainer_core.training.common import config_from_dict, config_from_yaml, config_to_yaml
+    from trainer_core.training.config import config_from_dict, config_from_yaml, config_to_yaml
 
     parser = argparse.ArgumentParser(prog="python -m trainer_core.training.sft")
     parser.add_argument("config", help="an SFTConfig as YAML")

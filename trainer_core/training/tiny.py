@@ -43,9 +43,10 @@ def arithmetic_tools() -> list[Any]:
 def default_corpus(*, n_episodes: int = 100) -> list[str]:
     """Text for the tokenizer: the chat format with the arithmetic tools' system prompt and
     ``n_episodes`` reference episodes of the arithmetic train split, plus JSON and plain text."""
-    from trainer_core.envs.arithmetic import arithmetic_tasks, evaluate
+    from trainer_core.envs.arithmetic import evaluate
     from trainer_core.policies import chat_format
     from trainer_core.policies.base import Turn
+    from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 
     tools = arithmetic_tools()
     system = chat_format.system_prompt(tools)
@@ -179,9 +180,9 @@ def count_parameters(model: Any) -> int:
 def reference_trajectories(split: str, n: int, *, seed: int = 0) -> list[Any]:
     """``n`` episodes of the scripted policy playing the reference solutions of ``n`` tasks of
     the ``steplab/arithmetic`` split (``train`` or ``heldout``), as recorded trajectories."""
-    from trainer_core.envs.arithmetic import arithmetic_tasks
     from trainer_core.policies.scripted import ScriptedPolicy
     from trainer_core.rollouts.collect import collect
+    from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 
     results = collect(
         "steplab/arithmetic",
@@ -295,6 +296,38 @@ def play_greedy(
 LEARNABILITY_SYSTEM = "Use the calculator, then submit the answer."
 
 
+def _write_sft_rows(path: Path, trajectories: list[Any], system: str | None) -> Path:
+    """The trajectories as SFT rows (``{"messages": ...}``, one JSON object per line) in
+    ``path``."""
+    from trainer_core.policies import chat_format
+
+    with path.open("w", encoding="utf-8") as fh:
+        for trajectory in trajectories:
+            messages = chat_format.trajectory_to_messages(trajectory, system=system)
+            fh.write(json.dumps({"messages": messages}) + "\n")
+    return path
+
+
+def _heldout_figures(
+    model_dir: Path, heldout: list[Any], heldout_tasks: list[Any], system: str | None
+) -> dict[str, Any]:
+    """Exact-action accuracy (teacher-forced) and whole-episode success of the model in
+    ``model_dir`` on the held-out trajectories and tasks, greedy decoding on the CPU."""
+    from trainer_core.training.modelling import load_model_and_tokenizer
+
+    model, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
+    model.eval()
+    exact = exact_actions(model, tokenizer, heldout, system=system)
+    wins = play_greedy(model, tokenizer, heldout_tasks, system=system, max_new_tokens=48)
+    return {
+        "exact_actions": exact["correct"] / exact["total"],
+        "actions": exact["total"],
+        "by_tool": {tool: c / n for tool, (c, n) in exact["by_tool"].items()},
+        "success": sum(wins) / len(wins),
+        "episodes": len(wins),
+    }
+
+
 def learnability(
     workdir: str | Path,
     *,
@@ -321,42 +354,26 @@ def learnability(
     figures and timings."""
     import time
 
-    from trainer_core.envs.arithmetic import arithmetic_tasks
-    from trainer_core.policies import chat_format
-    from trainer_core.training.common import load_model_and_tokenizer
+    from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
+    from trainer_core.training.modelling import load_model_and_tokenizer
     from trainer_core.training.sft import SFTConfig, train
 
+    # 1. data and the base model, and their figures before training
     started = time.perf_counter()
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     reference = reference_trajectories("train", train_episodes, seed=seed)
     heldout = reference_trajectories("heldout", eval_episodes, seed=seed)
     heldout_tasks = arithmetic_tasks("heldout", n=eval_episodes)
-    data = workdir / "train.jsonl"
-    with data.open("w", encoding="utf-8") as fh:
-        for trajectory in reference:
-            messages = chat_format.trajectory_to_messages(trajectory, system=system)
-            fh.write(json.dumps({"messages": messages}) + "\n")
+    data = _write_sft_rows(workdir / "train.jsonl", reference, system)
     base = build_tiny_model(workdir / "base", seed=seed, **(model or {}))
-
-    def evaluate(model_dir: Path) -> dict[str, float]:
-        model, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
-        model.eval()
-        exact = exact_actions(model, tokenizer, heldout, system=system)
-        wins = play_greedy(model, tokenizer, heldout_tasks, system=system, max_new_tokens=48)
-        return {
-            "exact_actions": exact["correct"] / exact["total"],
-            "actions": exact["total"],
-            "by_tool": {tool: c / n for tool, (c, n) in exact["by_tool"].items()},
-            "success": sum(wins) / len(wins),
-            "episodes": len(wins),
-        }
-
     loaded, _ = load_model_and_tokenizer(base, device="cpu")
     parameters = count_parameters(loaded)
     del loaded
-    before = evaluate(base)
+    before = _heldout_figures(base, heldout, heldout_tasks, system)
     setup_seconds = time.perf_counter() - started
+
+    # 2. SFT, then the figures of its last checkpoint
     config = SFTConfig(
         model_dir=str(base),
         output_dir=str(workdir / "run"),
@@ -376,7 +393,7 @@ def learnability(
     train_started = time.perf_counter()
     result = train(config, on_progress=on_progress)
     train_seconds = time.perf_counter() - train_started
-    after = evaluate(Path(result.checkpoint_dir))
+    after = _heldout_figures(Path(result.checkpoint_dir), heldout, heldout_tasks, system)
     return {
         "parameters": parameters,
         "train_episodes": train_episodes,

@@ -20,12 +20,12 @@ from trainer_core.datasets import (
     sft_records,
 )
 from trainer_core.envs import make
-from trainer_core.envs.arithmetic import arithmetic_tasks
 from trainer_core.errors import ConfigError, InputError
 from trainer_core.policies import chat_format as cf
 from trainer_core.policies.scripted import ScriptedPolicy
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
 from trainer_core.rollouts.collect import collect
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 
 PROMPT = "What is 2+3? Use the calculator tool, then submit the answer."
 

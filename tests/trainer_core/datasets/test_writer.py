@@ -19,10 +19,10 @@ from trainer_core.datasets import (
     write_dataset,
 )
 from trainer_core.envs import make
-from trainer_core.envs.arithmetic import arithmetic_tasks
 from trainer_core.errors import ConfigError, InputError
 from trainer_core.policies.scripted import ScriptedPolicy
 from trainer_core.rollouts.collect import collect
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 
 SPLITS = ("train", "validation", "test")
 

@@ -5,14 +5,9 @@ from __future__ import annotations
 import pytest
 
 from trainer_core.envs import make
-from trainer_core.envs.arithmetic import (
-    SPLITS,
-    CalculatorError,
-    arithmetic_task,
-    arithmetic_tasks,
-    evaluate,
-)
+from trainer_core.envs.arithmetic import CalculatorError, evaluate
 from trainer_core.errors import ConfigError
+from trainer_core.tasks.suites.arithmetic import SPLITS, arithmetic_task, arithmetic_tasks
 
 
 def play(env, task):

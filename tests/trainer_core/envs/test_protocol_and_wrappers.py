@@ -12,7 +12,7 @@ import pytest
 
 from trainer_core.envs import AgentEnv, TimeStep, ToolSpec, list_envs, make, register, spec
 from trainer_core.envs.core import Action
-from trainer_core.envs.registry import UnknownEnvironment
+from trainer_core.envs.registry import UnknownEnvironment, describe_stack, rebuild_stack
 from trainer_core.envs.wrappers import (
     EpisodeStatistics,
     MaxSteps,
@@ -20,8 +20,6 @@ from trainer_core.envs.wrappers import (
     StepReward,
     Timeout,
     TruncateObservation,
-    describe_stack,
-    rebuild_stack,
 )
 from trainer_core.recording.schema import Trajectory
 

@@ -19,13 +19,13 @@ from tests.trainer_core.policies.tiny_model import (  # noqa: E402
     default_corpus,
     train_tiny_model,
 )
-from trainer_core.envs.arithmetic import arithmetic_task  # noqa: E402
 from trainer_core.envs.registry import make  # noqa: E402
 from trainer_core.errors import ConfigError, EnvironmentUnavailable, PolicyError  # noqa: E402
 from trainer_core.policies import chat_format as cf  # noqa: E402
 from trainer_core.policies.base import Turn, decide, play_step  # noqa: E402
 from trainer_core.policies.local_hf import LocalHFPolicy  # noqa: E402
 from trainer_core.policies.scripted import ScriptedPolicy  # noqa: E402
+from trainer_core.tasks.suites.arithmetic import arithmetic_task  # noqa: E402
 
 torch.set_num_threads(1)
 

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from trainer_core.envs import make
-from trainer_core.envs.core import ToolSpec
 from trainer_core.policies.base import Turn
 from trainer_core.policies.chat_format import system_prompt
 from trainer_core.policies.react import (
@@ -18,6 +17,7 @@ from trainer_core.policies.react import (
     render_react_turn,
     tool_fields,
 )
+from trainer_core.tasks.model import ToolSpec
 
 CALC = {"tool": "calculator", "params": {"expression": "2+2"}, "thought": "Add them."}
 

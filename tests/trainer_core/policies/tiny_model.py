@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer_core.envs.core import ToolSpec
 from trainer_core.policies import chat_format
 from trainer_core.policies.base import Turn
+from trainer_core.tasks.model import ToolSpec
 from trainer_core.training import tiny
 
 CALCULATOR = ToolSpec(

@@ -6,11 +6,11 @@ import threading
 
 import pytest
 
-from trainer_core.envs.arithmetic import arithmetic_tasks
 from trainer_core.errors import ConfigError, PolicyError
 from trainer_core.policies.base import Decision, Usage
 from trainer_core.policies.scripted import ScriptedPolicy
 from trainer_core.rollouts.collect import INVALID_OUTPUT_TOOL, collect, episode_specs
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 
 
 def _tasks(n=2):

@@ -8,11 +8,11 @@ import threading
 import pytest
 
 from tests.trainer_core.sandboxes import require_isolation
-from trainer_core.envs.core import ToolSpec
 from trainer_core.errors import SandboxError
 from trainer_core.sandboxes.base import ExecResult, Sandbox, SandboxInfo, SandboxLimits
 from trainer_core.sandboxes.local import LocalSandbox
 from trainer_core.sandboxes.tools import CODING_TOOLS, ToolResult, run_tool
+from trainer_core.tasks.model import ToolSpec
 
 SOURCE = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
 

@@ -19,6 +19,7 @@ from trainer_core.errors import SandboxError, SteplabError
 from trainer_core.sandboxes import local
 from trainer_core.sandboxes.base import SandboxLimits
 from trainer_core.sandboxes.local import LocalSandbox
+from trainer_core.sandboxes.local import host as local_host
 
 HAS_PYTHON_INSIDE = os.path.exists("/usr/bin/python3")
 
@@ -43,8 +44,8 @@ def unisolated(monkeypatch):
     """Pretend bubblewrap is missing: the plain-subprocess fallback."""
     real = local.host_support()
     fake = local.HostSupport(None, "disabled by the test", real.cgroup_parents, real.cgroup_detail)
-    monkeypatch.setattr(local, "_support", fake)
-    monkeypatch.setattr(local, "_warned_unisolated", False)
+    monkeypatch.setattr(local_host, "_support", fake)
+    monkeypatch.setattr(local_host, "_warned_unisolated", False)
     return fake
 
 
@@ -419,6 +420,24 @@ def test_cgroups_are_removed_after_each_command(sb):
     before = groups()
     sb.exec("sleep 0.2 & echo x")
     assert groups() - before == set()
+
+
+def test_command_cgroups_follow_the_probe_and_are_released():
+    from trainer_core.sandboxes.local.limits import CommandCgroups
+
+    support = local.host_support()
+    cgroups = support.command_cgroups(SandboxLimits(memory_mb=64, pids=16))
+    assert isinstance(cgroups, CommandCgroups)
+    groups = {os.path.dirname(path) for path in cgroups.procs_files}
+    try:
+        assert {os.path.dirname(g) for g in groups} == set(support.cgroup_parents.values())
+        if support.cgroup_pids:
+            (name,) = {os.path.basename(g) for g in groups}  # one name, a group per controller
+            with open(os.path.join(support.cgroup_parents["pids"], name, "pids.max")) as fh:
+                assert fh.read().strip() == "16"
+    finally:
+        cgroups.release()
+    assert [g for g in groups if os.path.exists(g)] == []
 
 
 def test_info_describes_the_backend(sb):

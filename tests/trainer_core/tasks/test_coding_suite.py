@@ -5,6 +5,7 @@ reference solution (passes), an empty submission (fails with partial credit) and
 from __future__ import annotations
 
 import ast
+import importlib
 from collections import Counter
 
 import pytest
@@ -82,6 +83,25 @@ def test_enough_tasks_with_unique_ids_and_kinds():
 
 def test_the_suite_is_deterministic():
     assert coding_suite().tasks == TASKS
+
+
+def test_a_task_never_shares_its_files_with_the_next_build():
+    # the task modules keep files and hidden tests as module constants: editing one built task
+    # must not change the tasks built afterwards
+    first = coding_suite().tasks[0]
+    first.files.clear()
+    first.metadata["hidden_files"].clear()
+    assert coding_suite().tasks == TASKS
+
+
+def test_every_kind_module_builds_only_tasks_of_its_kind():
+    from trainer_core.tasks.suites.coding import BUILDERS
+    from trainer_core.tasks.suites.coding.common import KINDS
+
+    assert [build().id for build in BUILDERS] == [task.id for task in TASKS]
+    for kind in KINDS:
+        module = importlib.import_module(f"trainer_core.tasks.suites.coding.{kind}")
+        assert {build().metadata["kind"] for build in module.BUILDERS} == {kind}
 
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda task: task.id)

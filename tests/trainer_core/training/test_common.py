@@ -14,21 +14,20 @@ pytest.importorskip("transformers")
 from trainer_core.errors import ConfigError, PolicyError  # noqa: E402
 from trainer_core.policies import chat_format as cf  # noqa: E402
 from trainer_core.progress import ProgressEvent  # noqa: E402
-from trainer_core.training import common  # noqa: E402
-from trainer_core.training.common import (  # noqa: E402
-    IGNORE_INDEX,
-    Checkpointer,
+from trainer_core.training import checkpoint  # noqa: E402
+from trainer_core.training.checkpoint import Checkpointer, find_checkpoint  # noqa: E402
+from trainer_core.training.config import (  # noqa: E402
     TrainConfig,
-    collate,
     config_from_dict,
     config_from_yaml,
     config_help,
     config_to_yaml,
-    encode_messages,
-    find_checkpoint,
+)
+from trainer_core.training.data import collate, encode_messages  # noqa: E402
+from trainer_core.training.loop import make_optimizer_and_scheduler, report  # noqa: E402
+from trainer_core.training.modelling import (  # noqa: E402
+    IGNORE_INDEX,
     load_model_and_tokenizer,
-    make_optimizer_and_scheduler,
-    report,
     sequence_logprobs,
     set_seed,
     token_logprobs,
@@ -303,7 +302,7 @@ def test_checkpoint_restores_weights_optimizer_schedule_and_random_state(model_d
     # The checkpoint is a model directory of its own: config, weights, tokenizer, the run's config.
     again, _ = load_model_and_tokenizer(path, device="cpu")
     assert torch.equal(again.state_dict()["model.norm.weight"], weights["model.norm.weight"])
-    assert config_from_yaml(TrainConfig, (path / common.CONFIG_FILE).read_text()) == config
+    assert config_from_yaml(TrainConfig, (path / checkpoint.CONFIG_FILE).read_text()) == config
 
 
 def test_an_incomplete_checkpoint_is_refused(tmp_path):

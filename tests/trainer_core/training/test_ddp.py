@@ -24,7 +24,8 @@ pytest.importorskip("accelerate")
 
 from trainer_core.policies import chat_format as cf  # noqa: E402
 from trainer_core.training import tiny  # noqa: E402
-from trainer_core.training.common import config_to_yaml, find_checkpoint  # noqa: E402
+from trainer_core.training.checkpoint import find_checkpoint  # noqa: E402
+from trainer_core.training.config import config_to_yaml  # noqa: E402
 from trainer_core.training.sft import SFTConfig, train  # noqa: E402
 
 torch.set_num_threads(1)

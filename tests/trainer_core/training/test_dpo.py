@@ -12,12 +12,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from trainer_core.envs.arithmetic import arithmetic_tasks  # noqa: E402
 from trainer_core.errors import ConfigError, InputError  # noqa: E402
 from trainer_core.policies import chat_format as cf  # noqa: E402
 from trainer_core.policies.base import Turn  # noqa: E402
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks  # noqa: E402
 from trainer_core.training import dpo  # noqa: E402
-from trainer_core.training.common import IGNORE_INDEX, load_model_and_tokenizer  # noqa: E402
+from trainer_core.training.modelling import IGNORE_INDEX, load_model_and_tokenizer  # noqa: E402
 from trainer_core.training.tiny import build_tiny_model  # noqa: E402
 
 torch.set_num_threads(1)
@@ -203,7 +203,7 @@ def test_config_and_data_errors(model_dir, dataset, tmp_path):
     bad.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
     with pytest.raises(InputError, match="prompt"):
         dpo.train(config(model_dir, str(bad), tmp_path / "bad"))
-    from trainer_core.training.common import config_help
+    from trainer_core.training.config import config_help
 
     helps = config_help(dpo.DPOConfig)
     assert all(helps.values()) and "pairs per micro-batch" in helps["batch_size"]

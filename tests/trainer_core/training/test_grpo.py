@@ -10,18 +10,18 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from trainer_core.envs.arithmetic import arithmetic_tasks  # noqa: E402
 from trainer_core.errors import ConfigError, InputError  # noqa: E402
 from trainer_core.policies import chat_format as cf  # noqa: E402
 from trainer_core.policies.base import Turn  # noqa: E402
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks  # noqa: E402
 from trainer_core.training import grpo, sft  # noqa: E402
-from trainer_core.training.common import (  # noqa: E402
+from trainer_core.training.data import collate  # noqa: E402
+from trainer_core.training.losses import group_advantages  # noqa: E402
+from trainer_core.training.modelling import (  # noqa: E402
     IGNORE_INDEX,
-    collate,
     load_model_and_tokenizer,
     sequence_logprobs,
 )
-from trainer_core.training.losses import group_advantages  # noqa: E402
 from trainer_core.training.tiny import build_tiny_model  # noqa: E402
 
 torch.set_num_threads(1)
@@ -280,7 +280,8 @@ def test_online_resume_gives_the_same_next_step(start_model, workdir):
 def test_logprobs_skip_the_prompt_logits_and_equal_the_full_computation(start_model):
     """The trainer's log-probs build logits only from the first loss position on; they equal the
     full computation (:func:`token_logprobs`) at temperature 1 and log_softmax(logits / T)."""
-    from trainer_core.training.common import Encoded, token_logprobs
+    from trainer_core.training.data import Encoded
+    from trainer_core.training.modelling import token_logprobs
 
     model, tokenizer = load_model_and_tokenizer(start_model, device="cpu")
     g = torch.Generator().manual_seed(0)

@@ -17,10 +17,10 @@ from trainer_core.errors import ConfigError, InputError  # noqa: E402
 from trainer_core.policies import chat_format as cf  # noqa: E402
 from trainer_core.policies.local_hf import check_model_dir  # noqa: E402
 from trainer_core.training import sft, tiny  # noqa: E402
-from trainer_core.training.common import (  # noqa: E402
+from trainer_core.training.checkpoint import find_checkpoint  # noqa: E402
+from trainer_core.training.data import collate  # noqa: E402
+from trainer_core.training.modelling import (  # noqa: E402
     IGNORE_INDEX,
-    collate,
-    find_checkpoint,
     load_model_and_tokenizer,
     token_logprobs,
 )

@@ -1,14 +1,15 @@
 """The wrapper base: forwards everything to the wrapped env and records its constructor
-arguments, so a stack can be described (``describe_stack``) and rebuilt (``rebuild_stack``)."""
+arguments, so a stack can be described and rebuilt (``describe_stack`` / ``rebuild_stack`` in
+:mod:`trainer_core.envs.registry`, which owns the ids a stack is rebuilt from)."""
 
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from typing import Any
 
-from trainer_core.envs.core import AgentEnv, TimeStep, ToolSpec
+from trainer_core.envs.core import AgentEnv, TimeStep
+from trainer_core.tasks.model import ToolSpec
 
 
 class Wrapper(AgentEnv):
@@ -85,57 +86,3 @@ class Wrapper(AgentEnv):
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.constructor_args.items())
         return f"{type(self).__name__}({self.env!r}{', ' if args else ''}{args})"
-
-
-def _ref(obj: Any) -> Any:
-    """A JSON-friendly form of a constructor argument (callables by import path)."""
-    if callable(obj) and hasattr(obj, "__module__") and hasattr(obj, "__qualname__"):
-        return {"callable": f"{obj.__module__}:{obj.__qualname__}"}
-    return obj
-
-
-def _unref(value: Any) -> Any:
-    if isinstance(value, dict) and set(value) == {"callable"}:
-        module, _, name = value["callable"].partition(":")
-        target: Any = importlib.import_module(module)
-        for part in name.split("."):
-            target = getattr(target, part)
-        return target
-    return value
-
-
-def describe_stack(env: AgentEnv) -> dict[str, Any]:
-    """{"env": {"id": ..., "kwargs": ...}, "wrappers": [innermost first]}."""
-    wrappers = []
-    current = env
-    while isinstance(current, Wrapper):
-        cls = type(current)
-        wrappers.append(
-            {
-                "wrapper": f"{cls.__module__}:{cls.__qualname__}",
-                "kwargs": {k: _ref(v) for k, v in current.constructor_args.items()},
-            }
-        )
-        current = current.env
-    spec = current.spec
-    base = {
-        "id": spec.id if spec else None,
-        "kwargs": dict(getattr(current, "_make_kwargs", {}) or {}),
-    }
-    return {"env": base, "wrappers": list(reversed(wrappers))}
-
-
-def rebuild_stack(description: dict[str, Any]) -> AgentEnv:
-    from trainer_core.envs.registry import make
-
-    base = description["env"]
-    if not base.get("id"):
-        raise ValueError(
-            "cannot rebuild: the innermost environment was not made from a registered id"
-        )
-    env = make(base["id"], wrappers=False, **base.get("kwargs", {}))
-    for item in description.get("wrappers", []):
-        module, _, name = item["wrapper"].partition(":")
-        cls = getattr(importlib.import_module(module), name)
-        env = cls(env, **{k: _unref(v) for k, v in item.get("kwargs", {}).items()})
-    return env

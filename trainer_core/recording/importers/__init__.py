@@ -4,12 +4,11 @@
     results = import_path("run.traj")          # detects the format by content
 
 One module per format registers one Importer; ``format_names()`` lists them in detection order
-(more specific formats first).
+(more specific formats first). Many files at once: ``import_files`` / ``convert_files`` (all or
+nothing) and ``validate_files`` (a report per file).
 """
 
 from __future__ import annotations
-
-import importlib
 
 from trainer_core.recording.importers.base import (
     ImportFailure,
@@ -22,45 +21,25 @@ from trainer_core.recording.importers.base import (
     importers,
     register_importer,
 )
-
-# Detection order: the first importer whose sniff() accepts the content parses it.
-BUILTIN_MODULES = [
-    "steplab_jsonl",
-    "swe_agent",
-    "mini_swe_agent",
-    "openhands",
-    "inspect_ai",
-    "tau_bench",
-    "claude_code",
-    "agentgym",
-    "anthropic_messages",
-    "openai_chat",
-]
-
-_loaded = False
-
-
-def _load_builtin() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for name in BUILTIN_MODULES:
-        try:
-            importlib.import_module(f"trainer_core.recording.importers.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"trainer_core.recording.importers.{name}":
-                raise
-
+from trainer_core.recording.importers.files import (
+    FileReport,
+    convert_files,
+    import_files,
+    validate_files,
+)
 
 __all__ = [
+    "FileReport",
     "ImportFailure",
     "ImportResult",
     "RecordError",
     "Source",
+    "convert_files",
     "format_names",
+    "import_files",
     "import_path",
     "import_source",
     "importers",
     "register_importer",
+    "validate_files",
 ]

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
+from trainer_core.recording.importers.common import require
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
 
 _ACTION = re.compile(r"(?:^|\n)\s*Action\s*:\s*", re.IGNORECASE)
@@ -95,73 +96,11 @@ class AgentGymImporter:
             raise RecordError(
                 "conversations must be a non-empty list", record=record, field="conversations"
             )
-        for i, turn in enumerate(turns):
-            where = f"conversations[{i}]"
-            if not isinstance(turn, dict):
-                raise RecordError(
-                    f"a turn is a {type(turn).__name__}, expected an object",
-                    record=record,
-                    field=where,
-                )
-            if turn.get("from") not in ("human", "gpt", "system"):
-                raise RecordError(
-                    f"'from' is {turn.get('from')!r}, expected 'human' or 'gpt'",
-                    record=record,
-                    field=f"{where}.from",
-                )
-            if not isinstance(turn.get("value"), str):
-                raise RecordError(
-                    f"value is a {type(turn.get('value')).__name__}, expected a string",
-                    record=record,
-                    field=f"{where}.value",
-                )
+        _check_turns(turns, record)
         item_id = item.get("item_id", item.get("id", ""))
         environment = str(item_id).rsplit("_", 1)[0] if "_" in str(item_id) else ""
-        start = 0
-        while start < len(turns) and turns[start]["from"] == "system":
-            start += 1
-        instruction = ""
-        task_turn = start
-        if (
-            start + 2 < len(turns)
-            and turns[start]["from"] == "human"
-            and turns[start + 1]["from"] == "gpt"
-            and _ACK.match(turns[start + 1]["value"])
-        ):
-            instruction = turns[start]["value"]
-            task_turn = start + 2
+        instruction, task_turn = _preamble(turns)
         prompt_text = turns[task_turn]["value"] if task_turn < len(turns) else ""
-        steps: list[Step] = []
-        for i in range(task_turn, len(turns)):
-            turn = turns[i]
-            if turn["from"] != "gpt":
-                continue
-            thought, action = split_turn(turn["value"])
-            verb = _VERB.match(action)
-            tool = verb.group(1).strip().replace(" ", "_").lower() if verb else "act"
-            nxt = turns[i + 1] if i + 1 < len(turns) and turns[i + 1]["from"] == "human" else None
-            meta: dict[str, Any] = {"turn_index": i}
-            if turn.get("loss") is not None:
-                meta["loss"] = turn["loss"]
-            if nxt is None:
-                meta["no_observation"] = True
-            steps.append(
-                Step(
-                    index=len(steps),
-                    thought=thought,
-                    tool=tool,
-                    params={"action": action},
-                    observation=nxt["value"] if nxt else "",
-                    metadata=meta,
-                )
-            )
-        outcome = Outcome()
-        reward = item.get("reward")
-        if isinstance(reward, (int, float)) and not isinstance(reward, bool):
-            outcome.score = float(reward)
-            outcome.success = reward >= 1
-        if isinstance(item.get("success"), (bool, int)):
-            outcome.success = bool(item["success"])
         meta: dict[str, Any] = {"item_id": item_id, "task_turn": prompt_text}
         if instruction:
             meta["instruction"] = instruction
@@ -172,10 +111,82 @@ class AgentGymImporter:
             task=TaskRef(id=str(item_id), task_set=environment, prompt=task_part(prompt_text)),
             agent="agentgym",
             environment=f"agentgym/{environment}" if environment else "agentgym",
-            steps=steps,
-            outcome=outcome,
+            steps=_steps(turns, task_turn),
+            outcome=_outcome(item),
             metadata=meta,
         )
+
+
+def _check_turns(turns: list[Any], record: Any) -> None:
+    """Every turn is an object ``{"from": "human"|"gpt"|"system", "value": str}``."""
+    for i, turn in enumerate(turns):
+        where = f"conversations[{i}]"
+        require(turn, dict, "a turn", "an object", record=record, field=where)
+        if turn.get("from") not in ("human", "gpt", "system"):
+            raise RecordError(
+                f"'from' is {turn.get('from')!r}, expected 'human' or 'gpt'",
+                record=record,
+                field=f"{where}.from",
+            )
+        require(turn.get("value"), str, "value", "a string", record=record, field=f"{where}.value")
+
+
+def _preamble(turns: list[dict[str, Any]]) -> tuple[str, int]:
+    """(the instruction, the index of the task turn): after any system turns, a human turn
+    answered by a short acknowledgement is the environment's instruction and the task is the
+    human turn after it; otherwise there is no instruction and the task is the first turn."""
+    start = 0
+    while start < len(turns) and turns[start]["from"] == "system":
+        start += 1
+    if (
+        start + 2 < len(turns)
+        and turns[start]["from"] == "human"
+        and turns[start + 1]["from"] == "gpt"
+        and _ACK.match(turns[start + 1]["value"])
+    ):
+        return turns[start]["value"], start + 2
+    return "", start
+
+
+def _steps(turns: list[dict[str, Any]], task_turn: int) -> list[Step]:
+    """One step per gpt turn from the task turn on, observed by the human turn after it."""
+    steps: list[Step] = []
+    for i in range(task_turn, len(turns)):
+        turn = turns[i]
+        if turn["from"] != "gpt":
+            continue
+        thought, action = split_turn(turn["value"])
+        verb = _VERB.match(action)
+        tool = verb.group(1).strip().replace(" ", "_").lower() if verb else "act"
+        nxt = turns[i + 1] if i + 1 < len(turns) and turns[i + 1]["from"] == "human" else None
+        meta: dict[str, Any] = {"turn_index": i}
+        if turn.get("loss") is not None:
+            meta["loss"] = turn["loss"]
+        if nxt is None:
+            meta["no_observation"] = True
+        steps.append(
+            Step(
+                index=len(steps),
+                thought=thought,
+                tool=tool,
+                params={"action": action},
+                observation=nxt["value"] if nxt else "",
+                metadata=meta,
+            )
+        )
+    return steps
+
+
+def _outcome(item: dict[str, Any]) -> Outcome:
+    """``reward`` (success at 1 or more) and ``success``, when the item has them."""
+    outcome = Outcome()
+    reward = item.get("reward")
+    if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+        outcome.score = float(reward)
+        outcome.success = reward >= 1
+    if isinstance(item.get("success"), (bool, int)):
+        outcome.success = bool(item["success"])
+    return outcome
 
 
 register_importer(AgentGymImporter())

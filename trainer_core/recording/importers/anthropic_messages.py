@@ -16,40 +16,34 @@ from datetime import datetime
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
-from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
+from trainer_core.recording.importers.common import Transcript, message_text, require, type_error
+from trainer_core.recording.schema import Step, TaskRef, Trajectory, Usage
 
 ANTHROPIC_TOOL_BLOCKS = {"tool_use", "tool_result", "server_tool_use"}
 ANTHROPIC_BLOCKS = ANTHROPIC_TOOL_BLOCKS | {"text", "thinking", "redacted_thinking", "image"}
 
 
+def _block_part_text(block: dict[str, Any]) -> str | None:
+    """Text of one block: its text, or a marker for an image or a document."""
+    if isinstance(block.get("text"), str):
+        return block["text"]
+    if block.get("type") in ("image", "document"):
+        return f"[{block['type']}]"
+    return None
+
+
 def block_text(content: Any, *, record: Any, where: str) -> str:
     """Text of a string, or of a list of blocks (text kept, images marked)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise RecordError(
-            f"content is a {type(content).__name__}, expected a string or a list of blocks",
-            record=record,
-            field=where,
+
+    def bad_block(block: Any) -> None:
+        raise type_error("a block", block, "an object", record=record, field=where)
+
+    text = message_text(content, _block_part_text, other=bad_block)
+    if text is None:
+        raise type_error(
+            "content", content, "a string or a list of blocks", record=record, field=where
         )
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict):
-            if isinstance(block.get("text"), str):
-                parts.append(block["text"])
-            elif block.get("type") in ("image", "document"):
-                parts.append(f"[{block['type']}]")
-        else:
-            raise RecordError(
-                f"a block is a {type(block).__name__}, expected an object",
-                record=record,
-                field=where,
-            )
-    return "\n".join(p for p in parts if p)
+    return text
 
 
 def usage_numbers(usage: Any) -> tuple[int, int, dict[str, int]]:
@@ -74,15 +68,24 @@ def usage_numbers(usage: Any) -> tuple[int, int, dict[str, int]]:
 
 
 @dataclass
-class BlockWalker:
+class _Turn:
+    """One message being walked: the text and thinking since the last tool_use (the next
+    step's thought), and the message's usage, given to its first step only."""
+
+    role: str
+    tokens_in: int
+    tokens_out: int
+    pending_usage: dict[str, int] | None
+    step_meta: dict[str, Any] | None
+    thought: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class BlockWalker(Transcript):
     """Accumulates steps from Anthropic-shaped messages, one message at a time."""
 
-    record: Any
-    steps: list[Step] = field(default_factory=list)
-    dialogue: list[dict[str, Any]] = field(default_factory=list)
-    prompt: str = ""
-    final_text: str = ""
-    unmatched_results: list[dict[str, Any]] = field(default_factory=list)
+    record: Any = None
     tokens_in: int = 0
     tokens_out: int = 0
     _by_id: dict[str, Step] = field(default_factory=dict)
@@ -103,83 +106,96 @@ class BlockWalker:
             raise RecordError("the message has no role", record=self.record, field=f"{where}.role")
         if isinstance(content, str):
             content = [{"type": "text", "text": content}]
-        if not isinstance(content, list):
-            raise RecordError(
-                f"content is a {type(content).__name__}, expected a string or a list of blocks",
-                record=self.record,
-                field=f"{where}.content",
-            )
+        require(
+            content,
+            list,
+            "content",
+            "a string or a list of blocks",
+            record=self.record,
+            field=f"{where}.content",
+        )
         tokens_in, tokens_out, breakdown = usage_numbers(usage) if count_usage else (0, 0, {})
         self.tokens_in += tokens_in
         self.tokens_out += tokens_out
         pending = breakdown if count_usage and breakdown else None
-        thought: list[str] = []
-        texts: list[str] = []
+        turn = _Turn(role, tokens_in, tokens_out, pending, step_meta)
         for j, block in enumerate(content):
             bwhere = f"{where}.content[{j}]"
             when = block_times[j] if block_times and j < len(block_times) else timestamp
-            if not isinstance(block, dict):
+            require(block, dict, "a block", "an object", record=self.record, field=bwhere)
+            self._block(turn, block, bwhere, when)
+        self._end_turn(turn)
+
+    def _block(self, turn: _Turn, block: dict[str, Any], where: str, when: datetime | None) -> None:
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if not isinstance(text, str):
                 raise RecordError(
-                    f"a block is a {type(block).__name__}, expected an object",
-                    record=self.record,
-                    field=bwhere,
+                    "a text block needs a string 'text'", record=self.record, field=f"{where}.text"
                 )
-            kind = block.get("type")
-            if kind == "text":
-                text = block.get("text")
-                if not isinstance(text, str):
-                    raise RecordError(
-                        "a text block needs a string 'text'",
-                        record=self.record,
-                        field=f"{bwhere}.text",
-                    )
-                thought.append(text)
-                texts.append(text)
-            elif kind == "thinking":
-                if isinstance(block.get("thinking"), str) and block["thinking"]:
-                    thought.append(block["thinking"])
-            elif kind in ("tool_use", "server_tool_use") and role == "assistant":
-                name = block.get("name")
-                if not isinstance(name, str) or not name:
-                    raise RecordError(
-                        "the tool_use block has no name", record=self.record, field=f"{bwhere}.name"
-                    )
-                params = block.get("input", {})
-                if not isinstance(params, dict):
-                    raise RecordError(
-                        f"input is a {type(params).__name__}, expected an object",
-                        record=self.record,
-                        field=f"{bwhere}.input",
-                    )
-                meta = dict(step_meta or {})
-                if block.get("id"):
-                    meta["tool_use_id"] = block["id"]
-                if pending:
-                    meta["usage"] = pending
-                step = Step(
-                    index=len(self.steps),
-                    thought="\n".join(thought),
-                    tool=name,
-                    params=params,
-                    started_at=when,
-                    tokens_in=tokens_in if pending else None,
-                    tokens_out=tokens_out if pending else None,
-                    metadata=meta,
-                )
-                pending = None
-                thought = []
-                texts = []
-                self.steps.append(step)
-                if isinstance(block.get("id"), str):
-                    self._by_id[block["id"]] = step
-                self.final_text = ""
-            elif kind == "tool_result":
-                self._result(block, bwhere, when)
-        text = "\n".join(t for t in texts if t)
+            turn.thought.append(text)
+            turn.texts.append(text)
+        elif kind == "thinking":
+            if isinstance(block.get("thinking"), str) and block["thinking"]:
+                turn.thought.append(block["thinking"])
+        elif kind in ("tool_use", "server_tool_use") and turn.role == "assistant":
+            self._tool_use(turn, block, where, when)
+        elif kind == "tool_result":
+            self._result(block, where, when)
+
+    def _tool_use(
+        self, turn: _Turn, block: dict[str, Any], where: str, when: datetime | None
+    ) -> None:
+        name = block.get("name")
+        if not isinstance(name, str) or not name:
+            raise RecordError(
+                "the tool_use block has no name", record=self.record, field=f"{where}.name"
+            )
+        params = require(
+            block.get("input", {}),
+            dict,
+            "input",
+            "an object",
+            record=self.record,
+            field=f"{where}.input",
+        )
+        pending = turn.pending_usage
+        meta = dict(turn.step_meta or {})
+        if block.get("id"):
+            meta["tool_use_id"] = block["id"]
+        if pending:
+            meta["usage"] = pending
+        step = Step(
+            index=len(self.steps),
+            thought="\n".join(turn.thought),
+            tool=name,
+            params=params,
+            started_at=when,
+            tokens_in=turn.tokens_in if pending else None,
+            tokens_out=turn.tokens_out if pending else None,
+            metadata=meta,
+        )
+        turn.pending_usage = None
+        turn.thought = []
+        turn.texts = []
+        self.steps.append(step)
+        if isinstance(block.get("id"), str):
+            self._by_id[block["id"]] = step
+        self.final_text = ""
+
+    def _end_turn(self, turn: _Turn) -> None:
+        """The text after the last tool_use: the prompt (first user text), a dialogue turn,
+        and for the assistant the final answer so far."""
+        role = turn.role
+        text = "\n".join(t for t in turn.texts if t)
         if role == "user" and text and not self.prompt:
             self.prompt = text
-        if text or (role == "assistant" and thought):
-            entry = {"role": role, "content": "\n".join(thought) if role == "assistant" else text}
+        if text or (role == "assistant" and turn.thought):
+            entry = {
+                "role": role,
+                "content": "\n".join(turn.thought) if role == "assistant" else text,
+            }
             entry["before_step"] = len(self.steps)
             self.dialogue.append(entry)
             if role == "assistant":
@@ -268,12 +284,7 @@ class AnthropicMessagesImporter:
             model = extra.get("model") if isinstance(extra.get("model"), str) else ""
             for i, message in enumerate(messages):
                 where = f"messages[{i}]"
-                if not isinstance(message, dict):
-                    raise RecordError(
-                        f"a message is a {type(message).__name__}, expected an object",
-                        record=record,
-                        field=where,
-                    )
+                require(message, dict, "a message", "an object", record=record, field=where)
                 if not model and isinstance(message.get("model"), str):
                     model = message["model"]
                 walker.add(
@@ -297,20 +308,14 @@ class AnthropicMessagesImporter:
                 ]
             if isinstance(extra.get("metadata"), dict):
                 meta.update(extra["metadata"])
-            if walker.dialogue:
-                meta["dialogue"] = walker.dialogue
-            if walker.unmatched_results:
-                meta["unmatched_tool_results"] = walker.unmatched_results
-            outcome = Outcome()
-            if walker.final_text:
-                outcome.metadata["final_answer"] = walker.final_text
+            meta.update(walker.metadata())
             out.append(
                 Trajectory(
                     task=TaskRef(id=str(extra.get("id", "")), prompt=walker.prompt),
                     agent="anthropic-messages",
                     model=model,
                     steps=walker.steps,
-                    outcome=outcome,
+                    outcome=walker.outcome(),
                     usage=Usage(tokens_in=tokens_in, tokens_out=tokens_out),
                     metadata=meta,
                 )

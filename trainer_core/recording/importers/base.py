@@ -3,6 +3,7 @@ and the field, and the formats that were tried. Each format is one module with o
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import zipfile
@@ -135,8 +136,43 @@ class ImportResult:
     format_version: str
     trajectories: list[Trajectory]
 
+    @property
+    def steps(self) -> int:
+        """How many steps its trajectories hold together."""
+        return sum(len(t.steps) for t in self.trajectories)
+
 
 _IMPORTERS: list[Importer] = []
+
+# Detection order: the first importer whose sniff() accepts the content parses it.
+BUILTIN_MODULES = [
+    "steplab_jsonl",
+    "swe_agent",
+    "mini_swe_agent",
+    "openhands",
+    "inspect_ai",
+    "tau_bench",
+    "claude_code",
+    "agentgym",
+    "anthropic_messages",
+    "openai_chat",
+]
+
+_loaded = False
+
+
+def _load_builtin() -> None:
+    """Import each built-in format module once (each registers its importer on import)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for name in BUILTIN_MODULES:
+        try:
+            importlib.import_module(f"trainer_core.recording.importers.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"trainer_core.recording.importers.{name}":
+                raise
 
 
 def register_importer(importer: Importer) -> Importer:
@@ -147,8 +183,6 @@ def register_importer(importer: Importer) -> Importer:
 
 
 def importers() -> list[Importer]:
-    from trainer_core.recording.importers import _load_builtin
-
     _load_builtin()
     return list(_IMPORTERS)
 

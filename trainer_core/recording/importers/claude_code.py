@@ -20,7 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
-from trainer_core.recording.schema import Outcome, TaskRef, Trajectory, Usage
+from trainer_core.recording.importers.common import require
+from trainer_core.recording.schema import TaskRef, Trajectory, Usage
 
 
 class _Broken:
@@ -68,6 +69,9 @@ def _timestamp(event: dict[str, Any], record: str) -> datetime | None:
 
 
 class _Session:
+    """One sessionId's events: its messages (lines of one API message merged), metadata,
+    models and time span; ``walker`` turns the messages into steps."""
+
     def __init__(self, session_id: str):
         from trainer_core.recording.importers.anthropic_messages import BlockWalker
 
@@ -80,6 +84,126 @@ class _Session:
         self.meta: dict[str, Any] = {"session_id": session_id}
         self.uuids: set[str] = set()
         self.events = 0
+
+    def add_event(self, event: dict[str, Any], kind: str, record: str) -> None:
+        """A user or assistant event: its metadata, time and message."""
+        self.events += 1
+        if isinstance(event.get("uuid"), str):
+            self.uuids.add(event["uuid"])
+        when = _timestamp(event, record)
+        if when is not None:
+            self.first = self.first or when
+            self.last = when
+        for key, name in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "version")):
+            if isinstance(event.get(key), str):
+                self.meta.setdefault(name, event[key])
+        if event.get("isMeta"):
+            return
+        message = require(
+            event.get("message"), dict, "message", "an object", record=record, field="message"
+        )
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        require(
+            content, list, "content", "a string or a list", record=record, field="message.content"
+        )
+        message_id = message.get("id") if kind == "assistant" else None
+        if kind == "assistant":
+            model = message.get("model")
+            if isinstance(model, str) and model and not model.startswith("<"):
+                self.models[model] += 1
+        last = self.entries[-1] if self.entries else None
+        if last is not None and isinstance(message_id, str) and last["message_id"] == message_id:
+            # Claude Code writes one line per content block of one API message.
+            last["content"].extend(content)
+            last["times"].extend([when] * len(content))
+            if isinstance(message.get("usage"), dict):
+                last["usage"] = message["usage"]  # the last line's usage is the final one
+            return
+        step_meta: dict[str, Any] = {}
+        if isinstance(event.get("uuid"), str):
+            step_meta["event_uuid"] = event["uuid"]
+        if event.get("isSidechain"):
+            step_meta["sidechain"] = True
+        self.entries.append(
+            {
+                "role": message.get("role", kind),
+                "content": list(content),
+                "times": [when] * len(content),
+                "usage": message.get("usage") if kind == "assistant" else None,
+                "message_id": message_id,
+                "record": record,
+                "step_meta": step_meta,
+            }
+        )
+
+    def walk(self) -> None:
+        for entry in self.entries:
+            self.walker.record = entry["record"]
+            self.walker.add(
+                entry["role"],
+                entry["content"],
+                where="message",
+                usage=entry["usage"],
+                block_times=entry["times"],
+                step_meta=entry["step_meta"],
+            )
+
+    def trajectory(self, summaries: list[tuple[str, str]]) -> Trajectory:
+        """The walked session as a trajectory, titled by the last summary of its events."""
+        walker = self.walker
+        walker.finish()
+        meta = dict(self.meta)
+        titles = [text for leaf, text in summaries if leaf in self.uuids]
+        if titles:
+            meta["summary"] = titles[-1]
+        if self.first:
+            meta["started_at"] = self.first.isoformat()
+        meta.update(walker.metadata())
+        duration = 0.0
+        if self.first and self.last:
+            duration = max(0.0, (self.last - self.first).total_seconds())
+        return Trajectory(
+            task=TaskRef(id=self.id, prompt=walker.prompt),
+            agent="claude-code",
+            model=self.models.most_common(1)[0][0] if self.models else "",
+            environment="claude-code",
+            steps=walker.steps,
+            outcome=walker.outcome(),
+            usage=Usage(
+                tokens_in=walker.tokens_in, tokens_out=walker.tokens_out, duration=duration
+            ),
+            metadata=meta,
+        )
+
+
+def _read_sessions(source: Source) -> tuple[dict[str, _Session], list[tuple[str, str]], str]:
+    """The sessions of the file (by sessionId, in first-seen order), the ``summary`` lines as
+    (leafUuid, summary), and Claude Code's version."""
+    sessions: dict[str, _Session] = {}
+    summaries: list[tuple[str, str]] = []
+    version = ""
+    for number, event in _lines(source) or []:
+        record = f"line {number}"
+        if isinstance(event, _Broken):
+            raise RecordError(event.message, record=record)
+        require(event, dict, "an event", "an object", record=record)
+        kind = event.get("type")
+        if kind == "summary":
+            if isinstance(event.get("summary"), str):
+                summaries.append((str(event.get("leafUuid", "")), event["summary"]))
+            continue
+        if kind not in ("user", "assistant"):
+            continue
+        session_id = event.get("sessionId")
+        if not isinstance(session_id, str) or not session_id:
+            raise RecordError("the event has no sessionId", record=record, field="sessionId")
+        if not version and isinstance(event.get("version"), str):
+            version = event["version"]
+        session = sessions.get(session_id) or sessions.setdefault(session_id, _Session(session_id))
+        session.add_event(event, kind, record)
+    return sessions, summaries, version
 
 
 class ClaudeCodeImporter:
@@ -96,141 +220,12 @@ class ClaudeCodeImporter:
         return any(_is_event(v) for v in head) and all(isinstance(v, dict) for v in head)
 
     def parse(self, source: Source) -> tuple[list[Trajectory], str]:
-        sessions: dict[str, _Session] = {}
-        summaries: list[tuple[str, str]] = []
-        version = ""
-        for number, event in _lines(source) or []:
-            record = f"line {number}"
-            if isinstance(event, _Broken):
-                raise RecordError(event.message, record=record)
-            if not isinstance(event, dict):
-                raise RecordError(
-                    f"an event is a {type(event).__name__}, expected an object", record=record
-                )
-            kind = event.get("type")
-            if kind == "summary":
-                if isinstance(event.get("summary"), str):
-                    summaries.append((str(event.get("leafUuid", "")), event["summary"]))
-                continue
-            if kind not in ("user", "assistant"):
-                continue
-            session_id = event.get("sessionId")
-            if not isinstance(session_id, str) or not session_id:
-                raise RecordError("the event has no sessionId", record=record, field="sessionId")
-            if not version and isinstance(event.get("version"), str):
-                version = event["version"]
-            session = sessions.get(session_id) or sessions.setdefault(
-                session_id, _Session(session_id)
-            )
-            session.events += 1
-            if isinstance(event.get("uuid"), str):
-                session.uuids.add(event["uuid"])
-            when = _timestamp(event, record)
-            if when is not None:
-                session.first = session.first or when
-                session.last = when
-            for key, name in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "version")):
-                if isinstance(event.get(key), str):
-                    session.meta.setdefault(name, event[key])
-            if event.get("isMeta"):
-                continue
-            message = event.get("message")
-            if not isinstance(message, dict):
-                raise RecordError(
-                    f"message is a {type(message).__name__}, expected an object",
-                    record=record,
-                    field="message",
-                )
-            content = message.get("content")
-            if isinstance(content, str):
-                content = [{"type": "text", "text": content}]
-            if not isinstance(content, list):
-                raise RecordError(
-                    f"content is a {type(content).__name__}, expected a string or a list",
-                    record=record,
-                    field="message.content",
-                )
-            message_id = message.get("id") if kind == "assistant" else None
-            if kind == "assistant":
-                model = message.get("model")
-                if isinstance(model, str) and model and not model.startswith("<"):
-                    session.models[model] += 1
-            last = session.entries[-1] if session.entries else None
-            if (
-                last is not None
-                and isinstance(message_id, str)
-                and last["message_id"] == message_id
-            ):
-                # Claude Code writes one line per content block of one API message.
-                last["content"].extend(content)
-                last["times"].extend([when] * len(content))
-                if isinstance(message.get("usage"), dict):
-                    last["usage"] = message["usage"]  # the last line's usage is the final one
-                continue
-            step_meta: dict[str, Any] = {}
-            if isinstance(event.get("uuid"), str):
-                step_meta["event_uuid"] = event["uuid"]
-            if event.get("isSidechain"):
-                step_meta["sidechain"] = True
-            session.entries.append(
-                {
-                    "role": message.get("role", kind),
-                    "content": list(content),
-                    "times": [when] * len(content),
-                    "usage": message.get("usage") if kind == "assistant" else None,
-                    "message_id": message_id,
-                    "record": record,
-                    "step_meta": step_meta,
-                }
-            )
+        sessions, summaries, version = _read_sessions(source)
         for session in sessions.values():
-            for entry in session.entries:
-                session.walker.record = entry["record"]
-                session.walker.add(
-                    entry["role"],
-                    entry["content"],
-                    where="message",
-                    usage=entry["usage"],
-                    block_times=entry["times"],
-                    step_meta=entry["step_meta"],
-                )
+            session.walk()
         if not sessions:
             raise RecordError("no user or assistant event with a sessionId", record="line 1")
-        out = []
-        for session in sessions.values():
-            walker = session.walker
-            walker.finish()
-            meta = dict(session.meta)
-            titles = [text for leaf, text in summaries if leaf in session.uuids]
-            if titles:
-                meta["summary"] = titles[-1]
-            if session.first:
-                meta["started_at"] = session.first.isoformat()
-            if walker.dialogue:
-                meta["dialogue"] = walker.dialogue
-            if walker.unmatched_results:
-                meta["unmatched_tool_results"] = walker.unmatched_results
-            duration = 0.0
-            if session.first and session.last:
-                duration = max(0.0, (session.last - session.first).total_seconds())
-            outcome = Outcome()
-            if walker.final_text:
-                outcome.metadata["final_answer"] = walker.final_text
-            out.append(
-                Trajectory(
-                    task=TaskRef(id=session.id, prompt=walker.prompt),
-                    agent="claude-code",
-                    model=session.models.most_common(1)[0][0] if session.models else "",
-                    environment="claude-code",
-                    steps=walker.steps,
-                    outcome=outcome,
-                    usage=Usage(
-                        tokens_in=walker.tokens_in, tokens_out=walker.tokens_out, duration=duration
-                    ),
-                    metadata=meta,
-                )
-            )
-        return out, version
+        return [session.trajectory(summaries) for session in sessions.values()], version
 
 
 register_importer(ClaudeCodeImporter())

@@ -17,6 +17,7 @@ import zipfile
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
+from trainer_core.recording.importers.common import list_field, require, type_error
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
 
 _LETTER = {"C": (True, 1.0), "I": (False, 0.0), "P": (False, 0.5), "N": (False, 0.0)}
@@ -163,36 +164,78 @@ def _usage(sample: dict[str, Any]) -> Usage:
     )
 
 
-def _sample_trajectory(log: dict[str, Any], sample: Any, record: Any) -> Trajectory:
-    if not isinstance(sample, dict):
-        raise RecordError(
-            f"a sample is a {type(sample).__name__}, expected an object", record=record
-        )
-    helper = _Sample(sample, record)
-    ev = log.get("eval") if isinstance(log.get("eval"), dict) else {}
-    # prompt
-    raw_input = sample.get("input", "")
+def _prompt(helper: _Sample, raw_input: Any) -> str:
+    """The sample's ``input``: a string, or the user messages of a message list."""
     if isinstance(raw_input, str):
-        prompt = helper.resolve(raw_input)
-    elif isinstance(raw_input, list):
-        prompt = "\n".join(
+        return helper.resolve(raw_input)
+    if isinstance(raw_input, list):
+        return "\n".join(
             helper.text(m.get("content"), "input")[0]
             for m in raw_input
             if isinstance(m, dict) and m.get("role") == "user"
         )
-    else:
+    raise type_error(
+        "input",
+        raw_input,
+        "a string or a list of messages",
+        record=helper.record,
+        field="input",
+    )
+
+
+def _call_step(
+    call: Any, *, record: Any, index: int, thought: str, message_index: int, where: str
+) -> Step:
+    """The step of one tool call (``function`` a name, or OpenAI-shaped ``{name}``)."""
+    if not isinstance(call, dict):
+        raise RecordError("a tool call must be an object", record=record, field=where)
+    name = call.get("function")
+    if isinstance(name, dict):  # OpenAI-shaped, just in case
+        name = name.get("name")
+    if not isinstance(name, str) or not name:
         raise RecordError(
-            f"input is a {type(raw_input).__name__}, expected a string or a list of messages",
-            record=record,
-            field="input",
+            "the tool call has no function name", record=record, field=f"{where}.function"
         )
-    messages = sample.get("messages") or []
-    if not isinstance(messages, list):
-        raise RecordError(
-            f"messages is a {type(messages).__name__}, expected a list",
-            record=record,
-            field="messages",
-        )
+    args = call.get("arguments") or {}
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            args = {"_raw_arguments": args}
+    require(args, dict, "arguments", "an object", record=record, field=f"{where}.arguments")
+    meta: dict[str, Any] = {"message_index": message_index}
+    if call.get("id"):
+        meta["tool_call_id"] = call["id"]
+    if call.get("parse_error"):
+        meta["parse_error"] = call["parse_error"]
+    return Step(
+        index=index,
+        thought=thought,
+        tool=name,
+        params=args,
+        error="parse_error" if call.get("parse_error") else None,
+        metadata=meta,
+    )
+
+
+def _observe(step: Step, message: dict[str, Any], text: str) -> None:
+    """A ``tool`` message answers its step: the observation, and the error when there is one."""
+    step.observation = text
+    error = message.get("error")
+    if isinstance(error, dict):
+        step.error = str(error.get("type") or "tool_error")
+        step.metadata["error_message"] = error.get("message", "")
+        if not step.observation:
+            step.observation = str(error.get("message", ""))
+    elif error:
+        step.error = str(error)
+
+
+def _steps(helper: _Sample, messages: list[Any]) -> tuple[list[Step], str]:
+    """The steps of the sample's messages (one per tool call, observed by the ``tool`` message
+    with its id, else by the latest step still without an observation), and the final answer
+    (the last assistant text without a tool call)."""
+    record = helper.record
     steps: list[Step] = []
     by_id: dict[str, Step] = {}
     final_answer = ""
@@ -203,53 +246,18 @@ def _sample_trajectory(log: dict[str, Any], sample: Any, record: Any) -> Traject
         role = message["role"]
         text, reasoning = helper.text(message.get("content"), f"{where}.content")
         if role == "assistant":
-            calls = message.get("tool_calls") or []
-            if not isinstance(calls, list):
-                raise RecordError(
-                    f"tool_calls is a {type(calls).__name__}, expected a list",
-                    record=record,
-                    field=f"{where}.tool_calls",
-                )
+            calls = list_field(message, "tool_calls", record=record, where=where)
             thought = "\n".join(t for t in (reasoning, text) if t)
             if not calls:
                 final_answer = text
             for j, call in enumerate(calls):
-                cwhere = f"{where}.tool_calls[{j}]"
-                if not isinstance(call, dict):
-                    raise RecordError("a tool call must be an object", record=record, field=cwhere)
-                name = call.get("function")
-                if isinstance(name, dict):  # OpenAI-shaped, just in case
-                    name = name.get("name")
-                if not isinstance(name, str) or not name:
-                    raise RecordError(
-                        "the tool call has no function name",
-                        record=record,
-                        field=f"{cwhere}.function",
-                    )
-                args = call.get("arguments") or {}
-                if isinstance(args, str):
-                    try:
-                        args = json.loads(args)
-                    except json.JSONDecodeError:
-                        args = {"_raw_arguments": args}
-                if not isinstance(args, dict):
-                    raise RecordError(
-                        f"arguments is a {type(args).__name__}, expected an object",
-                        record=record,
-                        field=f"{cwhere}.arguments",
-                    )
-                meta: dict[str, Any] = {"message_index": i}
-                if call.get("id"):
-                    meta["tool_call_id"] = call["id"]
-                if call.get("parse_error"):
-                    meta["parse_error"] = call["parse_error"]
-                step = Step(
+                step = _call_step(
+                    call,
+                    record=record,
                     index=len(steps),
                     thought=thought if j == 0 else "",
-                    tool=name,
-                    params=args,
-                    error="parse_error" if call.get("parse_error") else None,
-                    metadata=meta,
+                    message_index=i,
+                    where=f"{where}.tool_calls[{j}]",
                 )
                 steps.append(step)
                 if isinstance(call.get("id"), str):
@@ -258,17 +266,17 @@ def _sample_trajectory(log: dict[str, Any], sample: Any, record: Any) -> Traject
             step = by_id.get(message.get("tool_call_id"))
             if step is None:
                 step = next((s for s in reversed(steps) if not s.observation), None)
-            if step is None:
-                continue
-            step.observation = text
-            error = message.get("error")
-            if isinstance(error, dict):
-                step.error = str(error.get("type") or "tool_error")
-                step.metadata["error_message"] = error.get("message", "")
-                if not step.observation:
-                    step.observation = str(error.get("message", ""))
-            elif error:
-                step.error = str(error)
+            if step is not None:
+                _observe(step, message, text)
+    return steps, final_answer
+
+
+def _sample_trajectory(log: dict[str, Any], sample: Any, record: Any) -> Trajectory:
+    require(sample, dict, "a sample", "an object", record=record)
+    helper = _Sample(sample, record)
+    ev = log.get("eval") if isinstance(log.get("eval"), dict) else {}
+    prompt = _prompt(helper, sample.get("input", ""))
+    steps, final_answer = _steps(helper, list_field(sample, "messages", record=record))
     model = ev.get("model") if isinstance(ev.get("model"), str) else ""
     output = sample.get("output") if isinstance(sample.get("output"), dict) else {}
     if not model and isinstance(output.get("model"), str):

@@ -9,14 +9,14 @@ from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
 from trainer_core.recording.importers.swe_agent import (
-    as_float,
     as_int,
     content_text,
     expect,
     loose_structure,
+    stats_usage,
     tool_call_parts,
 )
-from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
+from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
 
 _FENCE = re.compile(r"```(?:bash|sh|shell|mswea_bash_command)[ \t]*\n(.*?)\n?```", re.S)
 _SUBMIT = ("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT")
@@ -126,13 +126,6 @@ class MiniSweAgentImporter:
         config = info.get("config") if isinstance(info.get("config"), dict) else {}
         model_cfg = config.get("model") if isinstance(config.get("model"), dict) else {}
         model = str(model_cfg.get("model_name") or info.get("model_name") or "")
-        usage = Usage(
-            tokens_in=sum(s.tokens_in or 0 for s in steps) or as_int(stats.get("tokens_sent")) or 0,
-            tokens_out=sum(s.tokens_out or 0 for s in steps)
-            or as_int(stats.get("tokens_received"))
-            or 0,
-            cost_usd=as_float(stats.get("instance_cost")) or 0.0,
-        )
         metadata: dict[str, Any] = {}
         if "api_calls" in stats:
             metadata["api_calls"] = stats["api_calls"]
@@ -146,7 +139,7 @@ class MiniSweAgentImporter:
             model=model,
             steps=steps,
             outcome=outcome,
-            usage=usage,
+            usage=stats_usage(stats, steps),
             metadata=metadata,
         )
         return [trajectory], version

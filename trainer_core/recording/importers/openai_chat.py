@@ -11,49 +11,49 @@ in ``metadata["dialogue"]`` with the index of the step they precede.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
-from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
+from trainer_core.recording.importers.common import (
+    Transcript,
+    list_field,
+    message_text,
+    require,
+    type_error,
+)
+from trainer_core.recording.schema import Step, TaskRef, Trajectory, Usage
 
 OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 
 
+def _part_text(part: dict[str, Any]) -> str | None:
+    """Text of one content part: its text, a marker for an image or audio, or a refusal."""
+    kind = part.get("type")
+    if isinstance(part.get("text"), str):
+        return part["text"]
+    if kind in ("image_url", "image", "input_image"):
+        return "[image]"
+    if kind in ("input_audio", "audio"):
+        return "[audio]"
+    if isinstance(part.get("refusal"), str):
+        return part["refusal"]
+    return None
+
+
 def content_text(content: Any, *, where: str, record: Any) -> str:
     """Text of an OpenAI ``content``: a string, None, or a list of parts."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict):
-                kind = part.get("type")
-                if isinstance(part.get("text"), str):
-                    parts.append(part["text"])
-                elif kind in ("image_url", "image", "input_image"):
-                    parts.append("[image]")
-                elif kind in ("input_audio", "audio"):
-                    parts.append("[audio]")
-                elif isinstance(part.get("refusal"), str):
-                    parts.append(part["refusal"])
-            else:
-                raise RecordError(
-                    f"a content part is a {type(part).__name__}, expected an object",
-                    record=record,
-                    field=where,
-                )
-        return "\n".join(p for p in parts if p)
-    raise RecordError(
-        f"content is a {type(content).__name__}, expected a string or a list of parts",
-        record=record,
-        field=where,
-    )
+
+    def bad_part(part: Any) -> None:
+        raise type_error("a content part", part, "an object", record=record, field=where)
+
+    text = message_text(content, _part_text, other=bad_part)
+    if text is None:
+        raise type_error(
+            "content", content, "a string or a list of parts", record=record, field=where
+        )
+    return text
 
 
 def parse_arguments(raw: Any, *, where: str, record: Any) -> tuple[dict[str, Any], str | None]:
@@ -79,13 +79,107 @@ def parse_arguments(raw: Any, *, where: str, record: Any) -> tuple[dict[str, Any
 
 
 @dataclass
-class ChatWalk:
-    steps: list[Step] = field(default_factory=list)
-    prompt: str = ""
+class ChatWalk(Transcript):
+    """What :func:`walk_openai_messages` found; ``system`` is the first system message."""
+
     system: str = ""
-    dialogue: list[dict[str, Any]] = field(default_factory=list)
-    unmatched_results: list[dict[str, Any]] = field(default_factory=list)
-    final_text: str = ""
+
+    def metadata(self) -> dict[str, Any]:
+        """The system prompt, then the dialogue and unmatched results, when any."""
+        meta: dict[str, Any] = {"system_prompt": self.system} if self.system else {}
+        return {**meta, **super().metadata()}
+
+
+class _Walker:
+    """Walks OpenAI chat messages into a :class:`ChatWalk`: each tool call becomes a step that
+    waits for its result (matched by ``tool_call_id``, by function name for the legacy
+    ``role: function``, else the oldest waiting call)."""
+
+    def __init__(self, record: Any):
+        self.record = record
+        self.walk = ChatWalk()
+        self.by_id: dict[str, Step] = {}
+        self.waiting: list[Step] = []  # tool calls with no result yet, in order
+
+    def assistant(self, message: dict[str, Any], text: str, *, index: int, where: str) -> None:
+        walk = self.walk
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        thought = "\n".join(t for t in (reasoning if isinstance(reasoning, str) else "", text) if t)
+        calls = list_field(message, "tool_calls", record=self.record, where=where)
+        if isinstance(message.get("function_call"), dict) and not calls:
+            calls = [{"id": None, "function": message["function_call"], "_legacy": True}]
+        for j, call in enumerate(calls):
+            self._call(
+                call,
+                thought=thought if j == 0 else "",
+                index=index,
+                where=f"{where}.tool_calls[{j}]",
+            )
+        if calls:
+            walk.final_text = ""
+        elif text or thought:
+            walk.dialogue.append(
+                {"role": "assistant", "content": thought, "before_step": len(walk.steps)}
+            )
+            walk.final_text = thought
+
+    def _call(self, call: Any, *, thought: str, index: int, where: str) -> None:
+        if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+            raise RecordError(
+                "a tool call needs a 'function' object", record=self.record, field=where
+            )
+        name = call["function"].get("name")
+        if not isinstance(name, str) or not name:
+            raise RecordError(
+                "the tool call has no function name",
+                record=self.record,
+                field=f"{where}.function.name",
+            )
+        params, problem = parse_arguments(
+            call["function"].get("arguments"),
+            where=f"{where}.function.arguments",
+            record=self.record,
+        )
+        meta: dict[str, Any] = {"message_index": index}
+        if call.get("id"):
+            meta["tool_call_id"] = call["id"]
+        if problem:
+            meta["arguments_problem"] = problem
+        step = Step(
+            index=len(self.walk.steps), thought=thought, tool=name, params=params, metadata=meta
+        )
+        self.walk.steps.append(step)
+        self.waiting.append(step)
+        if isinstance(call.get("id"), str):
+            self.by_id[call["id"]] = step
+
+    def result(self, message: dict[str, Any], role: str, text: str, *, index: int) -> None:
+        call_id = message.get("tool_call_id")
+        step = self.by_id.get(call_id) if isinstance(call_id, str) else None
+        if step is None and role == "function":
+            step = next((s for s in self.waiting if s.tool == message.get("name")), None)
+        if step is None and call_id is None and self.waiting:
+            step = self.waiting[0]
+        if step is None or step not in self.waiting:
+            self.walk.unmatched_results.append(
+                {"message_index": index, "tool_call_id": call_id, "content": text}
+            )
+            return
+        self.waiting.remove(step)
+        step.observation = text
+        if message.get("is_error") or message.get("error"):
+            step.error = str(message.get("error") or "tool_error")
+
+    def turn(self, role: str, text: str) -> None:
+        """A user, system or other text turn: the first user text is the prompt, the first
+        system text the system prompt; the others go to the dialogue."""
+        walk = self.walk
+        if role == "user" and not walk.prompt and text:
+            walk.prompt = text
+        elif role in ("system", "developer") and not walk.system and text:
+            walk.system = text
+            return
+        walk.dialogue.append({"role": role, "content": text, "before_step": len(walk.steps)})
 
 
 def walk_openai_messages(messages: Any, *, record: Any, field_name: str = "messages") -> ChatWalk:
@@ -96,103 +190,23 @@ def walk_openai_messages(messages: Any, *, record: Any, field_name: str = "messa
             record=record,
             field=field_name,
         )
-    walk = ChatWalk()
-    by_id: dict[str, Step] = {}
-    waiting: list[Step] = []  # tool calls with no result yet, in order
+    walker = _Walker(record)
     for i, message in enumerate(messages):
         where = f"{field_name}[{i}]"
-        if not isinstance(message, dict):
-            raise RecordError(
-                f"a message is a {type(message).__name__}, expected an object",
-                record=record,
-                field=where,
-            )
+        require(message, dict, "a message", "an object", record=record, field=where)
         role = message.get("role")
         if not isinstance(role, str):
             raise RecordError("the message has no role", record=record, field=f"{where}.role")
         text = content_text(message.get("content"), where=f"{where}.content", record=record)
         if role == "assistant":
-            reasoning = message.get("reasoning_content") or message.get("reasoning")
-            thought = "\n".join(
-                t for t in (reasoning if isinstance(reasoning, str) else "", text) if t
-            )
-            calls = message.get("tool_calls") or []
-            if not isinstance(calls, list):
-                raise RecordError(
-                    f"tool_calls is a {type(calls).__name__}, expected a list",
-                    record=record,
-                    field=f"{where}.tool_calls",
-                )
-            if isinstance(message.get("function_call"), dict) and not calls:
-                calls = [{"id": None, "function": message["function_call"], "_legacy": True}]
-            for j, call in enumerate(calls):
-                cwhere = f"{where}.tool_calls[{j}]"
-                if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
-                    raise RecordError(
-                        "a tool call needs a 'function' object", record=record, field=cwhere
-                    )
-                name = call["function"].get("name")
-                if not isinstance(name, str) or not name:
-                    raise RecordError(
-                        "the tool call has no function name",
-                        record=record,
-                        field=f"{cwhere}.function.name",
-                    )
-                params, problem = parse_arguments(
-                    call["function"].get("arguments"),
-                    where=f"{cwhere}.function.arguments",
-                    record=record,
-                )
-                meta: dict[str, Any] = {"message_index": i}
-                if call.get("id"):
-                    meta["tool_call_id"] = call["id"]
-                if problem:
-                    meta["arguments_problem"] = problem
-                step = Step(
-                    index=len(walk.steps),
-                    thought=thought if j == 0 else "",
-                    tool=name,
-                    params=params,
-                    metadata=meta,
-                )
-                walk.steps.append(step)
-                waiting.append(step)
-                if isinstance(call.get("id"), str):
-                    by_id[call["id"]] = step
-            if not calls:
-                if text or thought:
-                    walk.dialogue.append(
-                        {"role": role, "content": thought, "before_step": len(walk.steps)}
-                    )
-                    walk.final_text = thought
-            else:
-                walk.final_text = ""
+            walker.assistant(message, text, index=i, where=where)
         elif role in ("tool", "function"):
-            call_id = message.get("tool_call_id")
-            step = by_id.get(call_id) if isinstance(call_id, str) else None
-            if step is None and role == "function":
-                step = next((s for s in waiting if s.tool == message.get("name")), None)
-            if step is None and call_id is None and waiting:
-                step = waiting[0]
-            if step is None or step not in waiting:
-                walk.unmatched_results.append(
-                    {"message_index": i, "tool_call_id": call_id, "content": text}
-                )
-                continue
-            waiting.remove(step)
-            step.observation = text
-            if message.get("is_error") or message.get("error"):
-                step.error = str(message.get("error") or "tool_error")
+            walker.result(message, role, text, index=i)
         else:
-            if role == "user" and not walk.prompt and text:
-                walk.prompt = text
-            elif role in ("system", "developer") and not walk.system and text:
-                walk.system = text
-                continue
-            walk.dialogue.append({"role": role, "content": text, "before_step": len(walk.steps)})
-    for step in waiting:
+            walker.turn(role, text)
+    for step in walker.waiting:
         step.metadata["no_result"] = True
-    return walk
+    return walker.walk
 
 
 def usage_from(raw: Any) -> Usage:
@@ -277,15 +291,8 @@ class OpenAIChatImporter:
                     t.get("function", {}).get("name") if isinstance(t, dict) else t
                     for t in extra["tools"]
                 ]
-            if walk.system:
-                meta["system_prompt"] = walk.system
-            if walk.dialogue:
-                meta["dialogue"] = walk.dialogue
-            if walk.unmatched_results:
-                meta["unmatched_tool_results"] = walk.unmatched_results
-            outcome = Outcome()
-            if walk.final_text:
-                outcome.metadata["final_answer"] = walk.final_text
+            meta.update(walk.metadata())
+            outcome = walk.outcome()
             if isinstance(extra.get("reward"), (int, float)) and not isinstance(
                 extra["reward"], bool
             ):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -111,6 +112,23 @@ def _tool_call_arguments(event: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+@dataclass
+class _EventWalk:
+    """What walking one run's events has found so far."""
+
+    steps: list[Step] = field(default_factory=list)
+    by_id: dict[Any, Step] = field(default_factory=dict)
+    action_time: dict[int, datetime | None] = field(default_factory=dict)
+    pending: list[Step] = field(default_factory=list)  # waiting for an observation, oldest first
+    prompt: str = ""
+    user_messages: int = 0
+    models: list[str] = field(default_factory=list)
+    seen_responses: set[str] = field(default_factory=set)
+    unpaired: list[dict[str, Any]] = field(default_factory=list)
+    finished: bool = False
+    last_metrics: dict[str, Any] | None = None
+
+
 class OpenHandsImporter:
     name = "openhands"
     description = (
@@ -188,94 +206,93 @@ class OpenHandsImporter:
         return events
 
     def _trajectory(self, events: list[dict[str, Any]], *, record: Any) -> Trajectory:
-        steps: list[Step] = []
-        by_id: dict[Any, Step] = {}
-        action_time: dict[int, datetime | None] = {}
-        pending: list[Step] = []  # steps still waiting for an observation, oldest first
-        prompt = ""
-        user_messages = 0
-        models: list[str] = []
-        seen_responses: set[str] = set()
-        unpaired: list[dict[str, Any]] = []
-        finished = False
-        last_metrics: dict[str, Any] | None = None
-
+        walk = _EventWalk()
         for event in events:
             if isinstance(event.get("llm_metrics"), dict):
-                last_metrics = event["llm_metrics"]
+                walk.last_metrics = event["llm_metrics"]
             if "action" in event:
-                kind = event["action"]
-                args = event.get("args")
-                if args is None:  # older flat events: the args sit beside "action"
-                    args = {k: v for k, v in event.items() if k not in _EVENT_KEYS}
-                source = event.get("source")
-                if kind == "message" and (
-                    source == "user" or (source is None and not steps and not prompt)
-                ):
-                    user_messages += 1
-                    if not prompt:
-                        prompt = content_text(args.get("content") or event.get("message"))
-                    continue
-                if kind in SKIP_ACTIONS or source == "environment":
-                    continue
-                steps.append(self._action_step(event, kind, args, len(steps)))
-                step = steps[-1]
-                if "id" in event:
-                    by_id[event["id"]] = step
-                action_time[id(step)] = _timestamp(event.get("timestamp"))
-                pending.append(step)
-                if kind == "finish":
-                    finished = True
-                response = _model_response(event)
-                if response.get("model"):
-                    models.append(str(response["model"]))
-                usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
-                rid = str(response.get("id") or "")
-                if usage and rid not in seen_responses:
-                    seen_responses.add(rid)
-                    step.tokens_in = as_int(usage.get("prompt_tokens"))
-                    step.tokens_out = as_int(usage.get("completion_tokens"))
+                self._on_action(walk, event)
             elif "observation" in event:
-                kind = event["observation"]
-                if kind in SKIP_OBSERVATIONS:
-                    continue
-                cause = event.get("cause")
-                if cause is not None:
-                    step = by_id.get(cause)
-                    step = step if step is not None and step in pending else None
-                else:  # no link: the observation answers the latest action still waiting
-                    step = pending[-1] if pending else None
-                if step is None:
-                    unpaired.append(
-                        {"observation": kind, "content": self._observation_text(event)[:2000]}
-                    )
-                    continue
-                pending.remove(step)
-                self._observe(step, event, kind, action_time.get(id(step)))
-
+                self._on_observation(walk, event)
+        steps = walk.steps
         usage = Usage(
             tokens_in=sum(s.tokens_in or 0 for s in steps),
             tokens_out=sum(s.tokens_out or 0 for s in steps),
         )
-        if last_metrics:
-            self._apply_metrics(usage, last_metrics)
+        if walk.last_metrics:
+            self._apply_metrics(usage, walk.last_metrics)
         metadata: dict[str, Any] = {}
-        if unpaired:
-            metadata["unpaired_observations"] = unpaired
-        if user_messages > 1:
-            metadata["user_messages"] = user_messages
-        outcome = Outcome(terminated=finished)
+        if walk.unpaired:
+            metadata["unpaired_observations"] = walk.unpaired
+        if walk.user_messages > 1:
+            metadata["user_messages"] = walk.user_messages
+        outcome = Outcome(terminated=walk.finished)
         if steps and steps[-1].tool != "finish" and steps[-1].metadata.get("action") == "finish":
             outcome.terminated = True
         return Trajectory(
-            task=TaskRef(domain="generic", prompt=prompt.strip()),
+            task=TaskRef(domain="generic", prompt=walk.prompt.strip()),
             agent="openhands",
-            model=models[-1] if models else "",
+            model=walk.models[-1] if walk.models else "",
             steps=steps,
             outcome=outcome,
             usage=usage,
             metadata=metadata,
         )
+
+    def _on_action(self, walk: _EventWalk, event: dict[str, Any]) -> None:
+        """A user message (the prompt), bookkeeping (skipped) or a step, with its model's
+        token usage counted once per model response."""
+        kind = event["action"]
+        args = event.get("args")
+        if args is None:  # older flat events: the args sit beside "action"
+            args = {k: v for k, v in event.items() if k not in _EVENT_KEYS}
+        source = event.get("source")
+        if kind == "message" and (
+            source == "user" or (source is None and not walk.steps and not walk.prompt)
+        ):
+            walk.user_messages += 1
+            if not walk.prompt:
+                walk.prompt = content_text(args.get("content") or event.get("message"))
+            return
+        if kind in SKIP_ACTIONS or source == "environment":
+            return
+        step = self._action_step(event, kind, args, len(walk.steps))
+        walk.steps.append(step)
+        if "id" in event:
+            walk.by_id[event["id"]] = step
+        walk.action_time[id(step)] = _timestamp(event.get("timestamp"))
+        walk.pending.append(step)
+        if kind == "finish":
+            walk.finished = True
+        response = _model_response(event)
+        if response.get("model"):
+            walk.models.append(str(response["model"]))
+        usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+        rid = str(response.get("id") or "")
+        if usage and rid not in walk.seen_responses:
+            walk.seen_responses.add(rid)
+            step.tokens_in = as_int(usage.get("prompt_tokens"))
+            step.tokens_out = as_int(usage.get("completion_tokens"))
+
+    def _on_observation(self, walk: _EventWalk, event: dict[str, Any]) -> None:
+        """An observation answers the action it names by ``cause`` (or, with no link, the latest
+        action still waiting); one that answers nothing is kept as unpaired."""
+        kind = event["observation"]
+        if kind in SKIP_OBSERVATIONS:
+            return
+        cause = event.get("cause")
+        if cause is not None:
+            step = walk.by_id.get(cause)
+            step = step if step is not None and step in walk.pending else None
+        else:
+            step = walk.pending[-1] if walk.pending else None
+        if step is None:
+            walk.unpaired.append(
+                {"observation": kind, "content": self._observation_text(event)[:2000]}
+            )
+            return
+        walk.pending.remove(step)
+        self._observe(step, event, kind, walk.action_time.get(id(step)))
 
     def _action_step(
         self, event: dict[str, Any], kind: str, args: dict[str, Any], index: int

@@ -10,6 +10,7 @@ import shlex
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
+from trainer_core.recording.importers.common import message_text
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
 
 # SWE-agent's own commands (tool bundles); any other first word is a plain shell command.
@@ -44,22 +45,16 @@ _TRUNCATING = ("exit_cost", "exit_context", "exit_format", "exit_api", "step_lim
 # ----------------------------------------------------------------------------- shared helpers
 
 
+def _part_text(part: dict[str, Any]) -> str | None:
+    text = part.get("text")
+    return text if isinstance(text, str) else None
+
+
 def content_text(content: Any) -> str:
     """A message's content as text (a string, or a list of ``{type: text, text}`` parts)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict):
-                text = part.get("text")
-                if isinstance(text, str):
-                    parts.append(text)
-        return "\n".join(parts)
+    text = message_text(content, _part_text, keep_empty=True)
+    if text is not None:
+        return text
     if isinstance(content, dict) and isinstance(content.get("text"), str):
         return content["text"]
     return str(content)
@@ -122,6 +117,19 @@ def as_int(value: Any) -> int | None:
     except (TypeError, ValueError):
         return None
     return number if number >= 0 else None
+
+
+def stats_usage(stats: dict[str, Any], steps: list[Step], *, duration: float = 0.0) -> Usage:
+    """Usage from a ``model_stats`` object (tokens sent and received, instance cost); the token
+    counts the steps carry, when they carry any, come first."""
+    return Usage(
+        tokens_in=sum(s.tokens_in or 0 for s in steps) or as_int(stats.get("tokens_sent")) or 0,
+        tokens_out=sum(s.tokens_out or 0 for s in steps)
+        or as_int(stats.get("tokens_received"))
+        or 0,
+        cost_usd=as_float(stats.get("instance_cost")) or 0.0,
+        duration=duration,
+    )
 
 
 def expect(value: Any, kind: type | tuple[type, ...], *, record: Any, field: str) -> Any:
@@ -268,12 +276,6 @@ class SweAgentImporter:
         outcome = self._outcome(info)
         stats = info.get("model_stats") or {}
         expect(stats, dict, record=0, field="info.model_stats")
-        usage = Usage(
-            tokens_in=as_int(stats.get("tokens_sent")) or 0,
-            tokens_out=as_int(stats.get("tokens_received")) or 0,
-            cost_usd=as_float(stats.get("instance_cost")) or 0.0,
-            duration=sum(s.duration or 0.0 for s in steps),
-        )
         metadata: dict[str, Any] = {"variant": variant}
         if "api_calls" in stats:
             metadata["api_calls"] = stats["api_calls"]
@@ -285,7 +287,7 @@ class SweAgentImporter:
             model=model,
             steps=steps,
             outcome=outcome,
-            usage=usage,
+            usage=stats_usage(stats, steps, duration=sum(s.duration or 0.0 for s in steps)),
             metadata=metadata,
         )
         return [trajectory], f"traj/{variant}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
-from trainer_core.recording.schema import Outcome, TaskRef, Trajectory
+from trainer_core.recording.schema import TaskRef, Trajectory
 
 _DOMAINS = {"airline": "airline", "retail": "retail"}
 
@@ -87,23 +87,16 @@ class TauBenchImporter:
                 d["role"] == "user" and "###STOP###" in (d["content"] or "") for d in walk.dialogue
             )
             transferred = any(s.tool == "transfer_to_human_agents" for s in walk.steps)
-            outcome = Outcome(
+            outcome = walk.outcome(
                 success=None if reward is None else reward == 1,
                 score=None if reward is None else float(reward),
                 terminated=stopped or transferred,
                 metadata={"info": info},
             )
-            if walk.final_text:
-                outcome.metadata["final_answer"] = walk.final_text
             meta: dict[str, Any] = {"first_user_message": walk.prompt}
             if "trial" in item:
                 meta["trial"] = item["trial"]
-            if walk.system:
-                meta["system_prompt"] = walk.system
-            if walk.dialogue:
-                meta["dialogue"] = walk.dialogue
-            if walk.unmatched_results:
-                meta["unmatched_tool_results"] = walk.unmatched_results
+            meta.update(walk.metadata())
             if isinstance(info.get("user_cost"), (int, float)):
                 meta["user_cost_usd"] = info["user_cost"]
             out.append(

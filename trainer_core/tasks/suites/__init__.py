@@ -21,7 +21,7 @@ class TaskSuite:
 
 
 def builtin_suites() -> dict[str, TaskSuite]:
-    from trainer_core.envs.arithmetic import arithmetic_tasks
+    from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 
     suites = [
         TaskSuite(

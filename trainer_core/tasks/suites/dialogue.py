@@ -191,11 +191,10 @@ SHOP_WEB = [
 ]
 
 
-def _conversation() -> list[Task]:
+def _conversation_venues() -> list[Task]:
+    """Tasks 1-4: a venue company's bookings in the statistics table."""
     s = "conversation"
     venues = {"stats": VENUE_STATS, "notes": ["Northwind Venues manages four halls."]}
-    shop = {"stats": SHOP_STATS, "delegates": SHOP_DELEGATES, "web": SHOP_WEB}
-    desk = {"stats": DESK_STATS}
     return [
         _task(
             s,
@@ -255,6 +254,14 @@ def _conversation() -> list[Task]:
             distractors=[29, 33],
             because="29 - 4 = 25.",
         ),
+    ]
+
+
+def _conversation_shop() -> list[Task]:
+    """Tasks 5-10: a shop's orders, its billing agent and its status page."""
+    s = "conversation"
+    shop = {"stats": SHOP_STATS, "delegates": SHOP_DELEGATES, "web": SHOP_WEB}
+    return [
         _task(
             s,
             5,
@@ -338,6 +345,14 @@ def _conversation() -> list[Task]:
             evidence=["Duration: 43 minutes"],
             distractors=[17],
         ),
+    ]
+
+
+def _conversation_desk() -> list[Task]:
+    """Tasks 11-12: a support desk's ticket figures."""
+    s = "conversation"
+    desk = {"stats": DESK_STATS}
+    return [
         _task(
             s,
             11,
@@ -365,6 +380,10 @@ def _conversation() -> list[Task]:
             distractors=[52, 19],
         ),
     ]
+
+
+def _conversation() -> list[Task]:
+    return [*_conversation_venues(), *_conversation_shop(), *_conversation_desk()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,16 +466,18 @@ SKYLARK_KB = [
 ]
 
 
-def _advisory() -> list[Task]:
+LUMEN_INTRO = "A Lumen Cloud customer asks:"
+
+
+def _advisory_lumen_plans() -> list[Task]:
+    """Tasks 1-6: Lumen Cloud's plans, prices, refunds and limits."""
     s = "advisory"
     lumen = {"knowledge_base": LUMEN_KB}
-    skylark = {"knowledge_base": SKYLARK_KB}
-    lumen_intro = "A Lumen Cloud customer asks:"
     return [
         _task(
             s,
             1,
-            f"{lumen_intro} I bought an annual plan. Within how many days of purchase can I "
+            f"{LUMEN_INTRO} I bought an annual plan. Within how many days of purchase can I "
             "cancel for a full refund? Answer with the number of days.",
             30,
             [_kb("refund annual plan")],
@@ -467,7 +488,7 @@ def _advisory() -> list[Task]:
         _task(
             s,
             2,
-            f"{lumen_intro} What will the Team plan cost per month for 7 seats, in EUR? "
+            f"{LUMEN_INTRO} What will the Team plan cost per month for 7 seats, in EUR? "
             "Answer with the number only.",
             84,
             [_kb("Team plan price per seat")],
@@ -479,7 +500,7 @@ def _advisory() -> list[Task]:
         _task(
             s,
             3,
-            f"{lumen_intro} What is the lowest possible monthly price of the Business plan, "
+            f"{LUMEN_INTRO} What is the lowest possible monthly price of the Business plan, "
             "in EUR? Answer with the number only.",
             125,
             [_kb("Business plan price minimum seats")],
@@ -491,7 +512,7 @@ def _advisory() -> list[Task]:
         _task(
             s,
             4,
-            f"{lumen_intro} I deleted a project by mistake. For how many days can it still be "
+            f"{LUMEN_INTRO} I deleted a project by mistake. For how many days can it still be "
             "recovered from the trash?",
             45,
             [_kb("deleted projects trash")],
@@ -502,7 +523,7 @@ def _advisory() -> list[Task]:
         _task(
             s,
             5,
-            f"{lumen_intro} How many API requests per minute does the Business plan allow?",
+            f"{LUMEN_INTRO} How many API requests per minute does the Business plan allow?",
             3000,
             [_kb("Business plan API limit requests per minute")],
             world=lumen,
@@ -512,7 +533,7 @@ def _advisory() -> list[Task]:
         _task(
             s,
             6,
-            f"{lumen_intro} Which plan do I need to get priority support? Answer with the "
+            f"{LUMEN_INTRO} Which plan do I need to get priority support? Answer with the "
             "plan name only.",
             "Business",
             [_kb("priority support plan")],
@@ -521,10 +542,18 @@ def _advisory() -> list[Task]:
             distractors=["Team", "Starter"],
             checker="exact",
         ),
+    ]
+
+
+def _advisory_lumen_policies() -> list[Task]:
+    """Tasks 7-11: Lumen Cloud's passwords, discounts, hosting and contacts."""
+    s = "advisory"
+    lumen = {"knowledge_base": LUMEN_KB}
+    return [
         _task(
             s,
             7,
-            f"{lumen_intro} What is the minimum password length, in characters?",
+            f"{LUMEN_INTRO} What is the minimum password length, in characters?",
             12,
             [_kb("password length")],
             world=lumen,
@@ -534,7 +563,7 @@ def _advisory() -> list[Task]:
         _task(
             s,
             8,
-            f"{lumen_intro} We are a registered non-profit and want the Team plan for 10 "
+            f"{LUMEN_INTRO} We are a registered non-profit and want the Team plan for 10 "
             "seats. What is our monthly price in EUR after the discount?",
             72,
             [_kb("Team plan price per seat"), _kb("non-profits discount")],
@@ -546,7 +575,7 @@ def _advisory() -> list[Task]:
         _task(
             s,
             9,
-            f"{lumen_intro} We are a Swiss company. In which city will our workspace be "
+            f"{LUMEN_INTRO} We are a Swiss company. In which city will our workspace be "
             "hosted? Answer with the city name only.",
             "Zurich",
             [_kb("data residency Swiss customers hosted")],
@@ -558,7 +587,7 @@ def _advisory() -> list[Task]:
         _task(
             s,
             10,
-            f"{lumen_intro} Which email address should I write to with a question about an "
+            f"{LUMEN_INTRO} Which email address should I write to with a question about an "
             "invoice? Answer with the address only.",
             "invoices@lumen.example",
             [_kb("invoice questions email billing contacts")],
@@ -570,7 +599,7 @@ def _advisory() -> list[Task]:
         _task(
             s,
             11,
-            f"{lumen_intro} Our university wants the Business plan for 8 seats. What is the "
+            f"{LUMEN_INTRO} Our university wants the Business plan for 8 seats. What is the "
             "monthly price in EUR after the education discount?",
             100,
             [_kb("Business plan price per seat"), _kb("universities discount")],
@@ -579,6 +608,14 @@ def _advisory() -> list[Task]:
             distractors=[200, 120],
             because="8 x 25 EUR = 200 EUR, minus 50 percent = 100 EUR.",
         ),
+    ]
+
+
+def _advisory_skylark() -> list[Task]:
+    """Task 12: an airline's baggage rules."""
+    s = "advisory"
+    skylark = {"knowledge_base": SKYLARK_KB}
+    return [
         _task(
             s,
             12,
@@ -591,6 +628,10 @@ def _advisory() -> list[Task]:
             distractors=[32, 8],
         ),
     ]
+
+
+def _advisory() -> list[Task]:
+    return [*_advisory_lumen_plans(), *_advisory_lumen_policies(), *_advisory_skylark()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -769,7 +810,8 @@ VOTING_KB = [
 ]
 
 
-def _discussion() -> list[Task]:
+def _discussion_debates() -> list[Task]:
+    """Tasks 1-5: debates settled by a rule, a survey or a report."""
     s = "discussion"
     return [
         _task(
@@ -844,6 +886,13 @@ def _discussion() -> list[Task]:
             distractors=[3, 6],
             because="Arguments 1 and 4 were rated supported.",
         ),
+    ]
+
+
+def _discussion_hearings_and_claims() -> list[Task]:
+    """Tasks 6-10: hearings, proposals and claims checked against the evidence."""
+    s = "discussion"
+    return [
         _task(
             s,
             6,
@@ -917,6 +966,10 @@ def _discussion() -> list[Task]:
             because="Veland, Sarnia and Lurien.",
         ),
     ]
+
+
+def _discussion() -> list[Task]:
+    return [*_discussion_debates(), *_discussion_hearings_and_claims()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1064,21 +1117,24 @@ ORBIT_KB = [
 ]
 
 
-def _engineering() -> list[Task]:
+ORBIT_WORLD = {"knowledge_base": ORBIT_KB}
+ORBIT_INTRO = "In the Orbit project's files:"
+
+
+def _engineering_config_and_code() -> list[Task]:
+    """Tasks 1-5: facts in the Orbit project's config, logs, code and pins."""
     s = "engineering"
-    world = {"knowledge_base": ORBIT_KB}
-    orbit = "In the Orbit project's files:"
     return [
         _task(
             s,
             1,
-            f"{orbit} which port does the billing service listen on?",
+            f"{ORBIT_INTRO} which port does the billing service listen on?",
             8443,
             [
                 _grep("billing:", "config/services.yaml", "Find the billing service's block."),
                 _read("config/services.yaml", 6, 9, "Read the billing block."),
             ],
-            world=world,
+            world=ORBIT_WORLD,
             evidence=["config/services.yaml:6:  billing:", "port: 8443"],
             distractors=[8080, 9200],
             files=ORBIT_FILES,
@@ -1086,10 +1142,10 @@ def _engineering() -> list[Task]:
         _task(
             s,
             2,
-            f"{orbit} how many ERROR lines does logs/worker.log contain?",
+            f"{ORBIT_INTRO} how many ERROR lines does logs/worker.log contain?",
             4,
             [_grep("ERROR", "logs/worker.log", "List the worker log's error lines.")],
-            world=world,
+            world=ORBIT_WORLD,
             evidence=[
                 "logs/worker.log:3:",
                 "logs/worker.log:6:",
@@ -1103,10 +1159,10 @@ def _engineering() -> list[Task]:
         _task(
             s,
             3,
-            f"{orbit} what is the Orbit client's default request timeout, in seconds?",
+            f"{ORBIT_INTRO} what is the Orbit client's default request timeout, in seconds?",
             12.5,
             [_grep("DEFAULT_TIMEOUT", "src", "Find the default timeout constant.")],
-            world=world,
+            world=ORBIT_WORLD,
             evidence=["DEFAULT_TIMEOUT = 12.5"],
             distractors=[3, 0.5],
             files=ORBIT_FILES,
@@ -1114,13 +1170,13 @@ def _engineering() -> list[Task]:
         _task(
             s,
             4,
-            f"{orbit} which function raises InvalidToken? Answer with the function name only.",
+            f"{ORBIT_INTRO} which function raises InvalidToken? Answer with the function name only.",
             "verify_token",
             [
                 _grep("raise InvalidToken", "src", "Find where the exception is raised."),
                 _read("src/orbit/auth.py", 18, 26, "Read the enclosing function."),
             ],
-            world=world,
+            world=ORBIT_WORLD,
             evidence=["def verify_token(", 'raise InvalidToken("expired")'],
             distractors=["parse_header", "decode"],
             checker="exact",
@@ -1129,16 +1185,23 @@ def _engineering() -> list[Task]:
         _task(
             s,
             5,
-            f"{orbit} which version of pydantic is pinned in requirements.txt? Answer with the "
+            f"{ORBIT_INTRO} which version of pydantic is pinned in requirements.txt? Answer with the "
             "version number only, e.g. 1.2.3.",
             "2.6.4",
             [_grep("^pydantic==", "requirements.txt", "Find the pydantic pin.")],
-            world=world,
+            world=ORBIT_WORLD,
             evidence=["pydantic==2.6.4"],
             distractors=["2.2.1", "2.31.0"],
             checker="exact",
             files=ORBIT_FILES,
         ),
+    ]
+
+
+def _engineering_runbook_and_logs() -> list[Task]:
+    """Tasks 6-9: the runbook, the logs and the effective configuration."""
+    s = "engineering"
+    return [
         _task(
             s,
             6,
@@ -1146,7 +1209,7 @@ def _engineering() -> list[Task]:
             "service? Answer with the team name.",
             ["Kestrel", "Team Kestrel"],
             [_kb("search service owner team", "The runbook lists service owners.")],
-            world=world,
+            world=ORBIT_WORLD,
             evidence=["search: Team Kestrel"],
             distractors=["Heron", "Osprey"],
             checker="any_of",
@@ -1155,11 +1218,11 @@ def _engineering() -> list[Task]:
         _task(
             s,
             7,
-            f"{orbit} at what time did the first ERROR in logs/worker.log occur? Answer as "
+            f"{ORBIT_INTRO} at what time did the first ERROR in logs/worker.log occur? Answer as "
             "HH:MM:SS.",
             "09:12:44",
             [_grep("ERROR", "logs/worker.log", "The first error line has the time.")],
-            world=world,
+            world=ORBIT_WORLD,
             evidence=["2025-03-14 09:12:44 ERROR"],
             distractors=["08:58:10", "09:20:07"],
             checker="exact",
@@ -1168,11 +1231,11 @@ def _engineering() -> list[Task]:
         _task(
             s,
             8,
-            f"{orbit} how many times at most does the Orbit client try a request in production "
+            f"{ORBIT_INTRO} how many times at most does the Orbit client try a request in production "
             "(the effective MAX_RETRIES there)?",
             6,
             [_grep("MAX_RETRIES", None, "Find the constant and where it is configured.")],
-            world=world,
+            world=ORBIT_WORLD,
             evidence=['"ORBIT_MAX_RETRIES", "4"', "config/production.env:2:ORBIT_MAX_RETRIES=6"],
             distractors=[4, 2],
             files=ORBIT_FILES,
@@ -1181,15 +1244,19 @@ def _engineering() -> list[Task]:
         _task(
             s,
             9,
-            f"{orbit} which job number failed with InvalidToken according to the worker log?",
+            f"{ORBIT_INTRO} which job number failed with InvalidToken according to the worker log?",
             5140,
             [_grep("InvalidToken", "logs", "Search the logs for the error.")],
-            world=world,
+            world=ORBIT_WORLD,
             evidence=["ERROR job 5140 failed: InvalidToken"],
             distractors=[5121, 5127],
             files=ORBIT_FILES,
         ),
     ]
+
+
+def _engineering() -> list[Task]:
+    return [*_engineering_config_and_code(), *_engineering_runbook_and_logs()]
 
 
 # ---------------------------------------------------------------------------------------------

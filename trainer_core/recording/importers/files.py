@@ -1,0 +1,83 @@
+"""Many log files at once: ``import_files`` (all or nothing), ``convert_files`` (all or nothing,
+then one canonical JSONL file) and ``validate_files`` (a report per file, failures included).
+``steplab convert`` and ``steplab validate`` are these functions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainer_core.recording.importers.base import ImportFailure, ImportResult, import_path
+
+__all__ = ["FileReport", "convert_files", "import_files", "validate_files"]
+
+StrPath = str | os.PathLike[str]
+
+
+def import_files(
+    paths: Iterable[StrPath],
+    *,
+    format: str | None = None,
+    on_result: Callable[[ImportResult], None] | None = None,
+) -> list[ImportResult]:
+    """Import every file (a zip archive gives one result per member), in order. All or
+    nothing: the first file that fails raises its :class:`ImportFailure`. ``on_result(result)``
+    is called as each result is read."""
+    results: list[ImportResult] = []
+    for path in paths:
+        for result in import_path(path, format=format):
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    return results
+
+
+def convert_files(
+    paths: Iterable[StrPath],
+    output: StrPath,
+    *,
+    format: str | None = None,
+    on_result: Callable[[ImportResult], None] | None = None,
+) -> list[ImportResult]:
+    """Import every file (as :func:`import_files`) and write all their trajectories to
+    ``output`` as canonical JSONL. When any file fails nothing is written."""
+    results = import_files(paths, format=format, on_result=on_result)
+    lines = [t.to_json() for result in results for t in result.trajectories]
+    Path(output).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return results
+
+
+@dataclass
+class FileReport:
+    """What validating one file found: its import results (one per zip member), or the error
+    that stopped it (the :class:`ImportFailure` message, naming the file, record and field)."""
+
+    path: str
+    results: list[ImportResult] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def trajectories(self) -> int:
+        return sum(len(result.trajectories) for result in self.results)
+
+    @property
+    def steps(self) -> int:
+        return sum(result.steps for result in self.results)
+
+
+def validate_files(paths: Iterable[StrPath], *, format: str | None = None) -> list[FileReport]:
+    """Try to import every file and report each one, in order: a failing file does not stop
+    the others (``report.ok`` is False and ``report.error`` says why)."""
+    reports = []
+    for path in paths:
+        try:
+            reports.append(FileReport(str(path), import_path(path, format=format)))
+        except ImportFailure as exc:
+            reports.append(FileReport(str(path), error=str(exc)))
+    return reports

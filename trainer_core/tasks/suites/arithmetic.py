@@ -1,0 +1,100 @@
+"""The tool-arithmetic task generator (tasks of ``steplab/arithmetic``): an expression of two or
+three small numbers to compute with the calculator, then submit. Tasks are generated from a
+seed, in any number, with disjoint train and held-out splits (by seed range and by operand
+range) — simple enough for a tiny model to learn, which later issues use to show that training
+makes a policy better. The environment that plays them (``ArithmeticEnv``, the calculator)
+lives in ``trainer_core.envs.arithmetic``."""
+
+from __future__ import annotations
+
+import random
+
+from trainer_core.errors import ConfigError
+from trainer_core.tasks.model import Task, ToolCall
+
+# split -> (first seed, last seed exclusive, smallest operand, largest operand)
+SPLITS: dict[str, tuple[int, int, int, int]] = {
+    "train": (0, 1_000_000, 2, 49),
+    "heldout": (1_000_000, 2_000_000, 50, 99),
+    # operands 2-49 or 100-499 (never 50-99): every digit pair of a held-out number occurs in
+    # training (52 inside 152), its value never does — held out by seed and by number range
+    "train_wide": (2_000_000, 3_000_000, 2, 499),
+}
+# splits whose operands come from several ranges (each operand: a range at random, then a number)
+OPERAND_RANGES: dict[str, tuple[tuple[int, int], ...]] = {
+    "train_wide": ((2, 49), (100, 499)),
+}
+
+
+def format_number(value: int | float) -> str:
+    """A number as the calculator shows it and the reference solution submits it."""
+    return str(value) if isinstance(value, int) else f"{value:.10g}"
+
+
+def expression_value(numbers: list[int], ops: list[str]) -> int:
+    """The value of ``numbers[0] ops[0] numbers[1] ...`` (ops among + - *), with ``*`` binding
+    tighter than ``+`` and ``-`` as in Python: a sum of signed products."""
+    terms, signs = [numbers[0]], [1]
+    for op, number in zip(ops, numbers[1:], strict=True):
+        if op == "*":
+            terms[-1] *= number
+        else:
+            terms.append(number)
+            signs.append(1 if op == "+" else -1)
+    return sum(sign * term for sign, term in zip(signs, terms, strict=True))
+
+
+def arithmetic_task(seed: int, split: str = "train") -> Task:
+    """The task of ``seed`` in ``split``. Seeds of a split are its own: train 0..999999,
+    heldout 1000000..1999999; operands 2..49 (train) and 50..99 (heldout)."""
+    if split not in SPLITS:
+        raise ConfigError(f"unknown split {split!r}; use {', '.join(SPLITS)}")
+    first, last, lo, hi = SPLITS[split]
+    if not first <= seed < last:
+        raise ConfigError(f"seed {seed} is not in the {split} split (seeds {first}..{last - 1})")
+    rng = random.Random(f"steplab-arithmetic:{seed}")
+    n_ops = rng.choice((1, 2))
+    ranges = OPERAND_RANGES.get(split)
+    if ranges is None:
+        numbers = [rng.randint(lo, hi) for _ in range(n_ops + 1)]
+    else:
+        numbers = [rng.randint(*rng.choice(ranges)) for _ in range(n_ops + 1)]
+    ops = [rng.choice(("+", "-", "*")) for _ in range(n_ops)]
+    expression = str(numbers[0])
+    for op, number in zip(ops, numbers[1:], strict=True):
+        expression += f" {op} {number}"
+    value = expression_value(numbers, ops)
+    return Task(
+        id=f"arith-{split}-{seed:07d}",
+        prompt=f"What is {expression}? Use the calculator tool, then submit the answer.",
+        domain="arithmetic",
+        environment="steplab/arithmetic",
+        expected_answer=value,
+        checker="number",
+        answer_schema="raw",
+        reference_solution=[
+            ToolCall(
+                tool="calculator",
+                params={"expression": expression},
+                thought="Compute it with the calculator.",
+            ),
+            ToolCall(
+                tool="submit",
+                params={"answer": format_number(value)},
+                thought="Submit the result.",
+            ),
+        ],
+        reference_steps=2,
+        metadata={
+            "split": split,
+            "seed": seed,
+            "expression": expression,
+            "task_set": f"arithmetic-{split}",
+        },
+    )
+
+
+def arithmetic_tasks(split: str = "train", n: int = 100, start: int | None = None) -> list[Task]:
+    """``n`` consecutive tasks of ``split``, from seed ``start`` (default: the split's first)."""
+    first = SPLITS[split][0] if start is None else start
+    return [arithmetic_task(seed, split) for seed in range(first, first + n)]
