@@ -98,8 +98,8 @@ def _db_env() -> dict[str, str]:
 
 def test_leaderboard_and_compare_print_the_statistics(transactional_db):
     from tests.webapp.evaluation.test_pages import N_TASKS, make_evaluation
-    from trainer_core.envs.arithmetic import arithmetic_tasks
     from trainer_core.tasks.files import dump_tasks_jsonl
+    from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
     from webapp.tasks.services import task_set_import
 
     task_set, _ = task_set_import(
@@ -171,8 +171,8 @@ def test_tasks_import_is_all_or_nothing_from_the_cli(transactional_db, tmp_path)
 
 
 def test_collect_plays_a_task_file_without_a_database(tmp_path):
-    from trainer_core.envs.arithmetic import arithmetic_tasks
     from trainer_core.tasks.files import dump_tasks_jsonl
+    from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 
     tasks = arithmetic_tasks("train", n=2)
     for task in tasks:

@@ -1,0 +1,5 @@
+"""``python -m webapp.cli``: the ``steplab`` command."""
+
+from webapp.cli import main
+
+main()
