@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from webapp.accounts.models import Role
+from webapp.jobs import names
 
 REPO = Path(__file__).resolve().parent.parent
-ALL_QUEUES = "default,rollouts,judge,gpu"
+ALL_QUEUES = ",".join(names.ALL_QUEUES)
 
 
 def wait_for(

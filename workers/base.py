@@ -1,6 +1,6 @@
 """The wrapper every job task uses.
 
-    @job_task(task_names.DIAGNOSTIC)
+    @job_task(Tasks.DIAGNOSTIC)
     def run_diagnostic(ctx):
         return diagnostic_run(ctx=ctx)
 
@@ -107,7 +107,7 @@ def run_job(
 
 
 def job_task(name: str, *, transient: tuple[type[BaseException], ...] = (), max_retries: int = 3):
-    """Register a job task under ``name`` (a constant of webapp/jobs/task_names.py)."""
+    """Register a job task under ``name`` (a constant of ``webapp.jobs.names.Tasks``)."""
 
     def decorate(work: Callable[[JobContext], WaitForChildren | None]):
         @app.task(

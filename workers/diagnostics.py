@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from webapp.jobs import task_names
-from webapp.jobs.diagnostic import diagnostic_run
+from webapp.jobs.jobs import diagnostic_run
+from webapp.jobs.names import Tasks
 from workers.base import job_task
 
 
-@job_task(task_names.DIAGNOSTIC)
+@job_task(Tasks.DIAGNOSTIC)
 def run_diagnostic(ctx):
     return diagnostic_run(ctx=ctx)

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from webapp.evaluation.pipeline import pipeline_job
-from webapp.evaluation.services import evaluation_job
-from webapp.jobs import task_names
+from webapp.evaluation.jobs import evaluation_run, pipeline_run
+from webapp.jobs.names import Tasks
 from workers.base import job_task
 
 
-@job_task(task_names.EVALUATE)
+@job_task(Tasks.EVALUATE)
 def evaluate(ctx):
-    return evaluation_job(ctx=ctx)
+    return evaluation_run(ctx=ctx)
 
 
-@job_task(task_names.PIPELINE)
+@job_task(Tasks.PIPELINE)
 def pipeline(ctx):
-    return pipeline_job(ctx=ctx)
+    return pipeline_run(ctx=ctx)

@@ -18,7 +18,8 @@ from django.db import connection
 from django.utils import timezone
 
 from webapp.config.celery import app
-from webapp.jobs import services, task_names
+from webapp.jobs import services
+from webapp.jobs.names import Tasks
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def on_worker_shutdown(sender=None, **kwargs) -> None:
             connection.close()
 
 
-@app.task(name=task_names.REAP_DEAD_JOBS, ignore_result=True)
+@app.task(name=Tasks.REAP_DEAD_JOBS, ignore_result=True)
 def reap_dead_jobs() -> list[int]:
     """Also runnable on demand (``steplab jobs reap`` does the same without a worker)."""
     return services.jobs_reap_dead()

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from webapp.jobs import task_names
-from webapp.rollouts.collectjob import collect_episodes_run, collect_run
+from webapp.jobs.names import Tasks
+from webapp.rollouts.jobs import collect_episodes_run, collect_run
 from workers.base import job_task
 
 
-@job_task(task_names.COLLECT)
+@job_task(Tasks.COLLECT)
 def collect(ctx):
     return collect_run(ctx=ctx)
 
 
-@job_task(task_names.COLLECT_EPISODES)
+@job_task(Tasks.COLLECT_EPISODES)
 def collect_episodes(ctx):
     return collect_episodes_run(ctx=ctx)

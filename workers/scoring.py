@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from webapp.jobs import task_names
-from webapp.rewards.scorejob import score_run
+from webapp.jobs.names import Tasks
+from webapp.rewards.jobs import score_run
 from workers.base import job_task
 
 
-@job_task(task_names.SCORE)
+@job_task(Tasks.SCORE)
 def score(ctx):
     return score_run(ctx=ctx)

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from tests.browser.test_diagnostic_in_browser import _log_in
-from trainer_core.envs.arithmetic import arithmetic_tasks
 from trainer_core.tasks.files import dump_tasks_jsonl
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 from webapp.accounts.models import Role
 from webapp.rollouts.models import CollectRun, Policy
 from webapp.tasks.services import task_set_import

@@ -10,8 +10,8 @@ import pytest
 
 from tests.browser.test_diagnostic_in_browser import _log_in
 from tests.conftest import wait_for
-from trainer_core.envs.arithmetic import arithmetic_tasks
 from trainer_core.tasks.files import dump_tasks_jsonl
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 from webapp.accounts.models import Role
 from webapp.evaluation.models import EvaluationRun
 from webapp.evaluation.services import evaluation_launch

@@ -18,7 +18,7 @@ def test_step_scores_show_beside_each_step(live_server, make_user, browser_page)
     page = browser_page
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"pageerror: {exc}"))
-    services.rubrics_seed("coding")
+    services.rubrics_seed(domain="coding")
     v1 = services.reward_model_create(domain="coding")
     v2 = services.reward_model_create(domain="coding", note="second")
     (pk,) = _import(1)

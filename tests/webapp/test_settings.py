@@ -139,7 +139,7 @@ test_every_migration_runs_on_postgresql_too = pytest.mark.django_db(
 def test_task_routes_send_each_area_to_its_queue():
     from django.conf import settings
 
-    from workers.queues import ALL_QUEUES
+    from webapp.jobs.names import ALL_QUEUES
 
     assert settings.STEPLAB_QUEUES == ALL_QUEUES
     from webapp.config.celery import app

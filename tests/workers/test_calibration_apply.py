@@ -28,7 +28,7 @@ def test_apply_creates_a_version_and_rescoring_leaves_old_scores_intact(
 ):
     from webapp.accounts.models import Role
 
-    rewards.rubrics_seed("coding")
+    rewards.rubrics_seed(domain="coding")
     ids = _import(
         *[
             _coding_trajectory(f"cal{i}", repeat_read=i % 2 == 0, success=i % 3 != 0)

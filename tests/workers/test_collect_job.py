@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import wait_for
-from trainer_core.envs.arithmetic import arithmetic_tasks
 from trainer_core.tasks.files import dump_tasks_jsonl
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 from webapp.jobs.models import Job, JobStatus
 from webapp.rollouts import services
 from webapp.rollouts.models import CollectRun, Episode, Policy

@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import wait_for
 from tests.workers.test_scoring_job import _coding_trajectory, _import
-from trainer_core.envs.arithmetic import arithmetic_tasks
 from trainer_core.tasks.files import dump_tasks_jsonl
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 from webapp.datasets import services
 from webapp.datasets.models import DatasetSnapshot
 from webapp.jobs.models import Job, JobStatus
@@ -43,7 +43,7 @@ def _rows(snapshot: DatasetSnapshot, split: str = "train") -> list[dict]:
 def test_exports_in_trls_vocabulary_reproducibly(celery_worker, operator):
     from datasets import load_dataset
 
-    rewards.rubrics_seed("coding")
+    rewards.rubrics_seed(domain="coding")
     # four attempts at one task (same prompt), so pairs and groups exist
     ids = _import(
         *[
@@ -115,7 +115,7 @@ def test_exports_in_trls_vocabulary_reproducibly(celery_worker, operator):
 
 
 def test_grpo_needs_groups_of_the_same_task(celery_worker, operator):
-    rewards.rubrics_seed("coding")
+    rewards.rubrics_seed(domain="coding")
     ids = _import(
         *[
             _coding_trajectory("same", repeat_read=bool(i % 2), success=bool(i % 2))

@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import wait_for
-from trainer_core.envs.arithmetic import arithmetic_tasks
 from trainer_core.tasks.files import dump_tasks_jsonl
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 from webapp.evaluation import services as evaluation
 from webapp.evaluation.models import EvaluationRun, PipelineStage
-from webapp.evaluation.pipeline import ITERATION_STAGES, pipeline_launch
+from webapp.evaluation.pipeline_config import ITERATION_STAGES
+from webapp.evaluation.services import pipeline_launch
 from webapp.jobs.models import Job, JobStatus
 from webapp.rewards.services import reward_model_create, rubrics_seed
 from webapp.rollouts.models import Policy
@@ -87,7 +88,7 @@ def _small_pipeline(tmp_path, name: str):
         },
     )
     Policy.objects.get_or_create(name="scripted", kind="scripted")
-    rubrics_seed("arithmetic")
+    rubrics_seed(domain="arithmetic")
     reward_model = reward_model_create(domain="arithmetic")
     return pipeline_launch(
         name=name,
@@ -135,10 +136,10 @@ def _assert_complete(pipeline) -> None:
     import json
     from pathlib import Path
 
-    from webapp.training.services import dataset_file
+    from webapp.training.selectors import dataset_train_path
 
     first_row = json.loads(
-        Path(dataset_file(by[(1, "dataset")].dataset)).read_text().splitlines()[0]
+        Path(dataset_train_path(snapshot=by[(1, "dataset")].dataset)).read_text().splitlines()[0]
     )
     assert first_row["messages"][0] == {"role": "system", "content": "Use the calculator."}
     # the reference trajectories of iteration 1: 3 tasks x 2 episodes, stored once each

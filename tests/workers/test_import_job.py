@@ -9,8 +9,8 @@ from django.urls import reverse
 from tests.conftest import wait_for
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
 from webapp.jobs.models import Job, JobStatus
-from webapp.trajectories.importjob import uploads_root
 from webapp.trajectories.models import Trajectory as TrajectoryRow
+from webapp.trajectories.services import uploads_root
 
 pytestmark = [pytest.mark.worker]
 

@@ -7,8 +7,9 @@ import time
 import pytest
 
 from tests.conftest import wait_for
-from webapp.jobs import kinds, services
+from webapp.jobs import services
 from webapp.jobs.models import Job, JobMetricPoint, JobStatus
+from webapp.jobs.names import Kinds
 
 pytestmark = [pytest.mark.worker]
 
@@ -25,7 +26,7 @@ def _terminal(pk: int) -> Job | None:
 @pytest.mark.sqlite
 def test_diagnostic_goes_queued_running_succeeded_with_rising_progress(celery_worker, operator):
     job = services.job_enqueue(
-        kind=kinds.DIAGNOSTIC,
+        kind=Kinds.DIAGNOSTIC,
         params={"steps": 12, "step_seconds": 0.15, "report": True},
         user=operator,
     )
@@ -68,7 +69,7 @@ def test_diagnostic_goes_queued_running_succeeded_with_rising_progress(celery_wo
 
 def test_cancelling_a_running_job_ends_it_cancelled_within_5_seconds(celery_worker, operator):
     job = services.job_enqueue(
-        kind=kinds.DIAGNOSTIC,
+        kind=Kinds.DIAGNOSTIC,
         params={"steps": 400, "step_seconds": 0.1, "report": False},
         user=operator,
     )
@@ -98,7 +99,7 @@ def test_a_queued_job_cancelled_before_any_worker_never_runs(
     transactional_db, operator, worker_factory
 ):
     job = services.job_enqueue(
-        kind=kinds.DIAGNOSTIC,
+        kind=Kinds.DIAGNOSTIC,
         params={"steps": 3, "step_seconds": 0.0, "report": False},
         user=operator,
     )
@@ -115,7 +116,7 @@ def test_a_queued_job_cancelled_before_any_worker_never_runs(
 @pytest.mark.sqlite
 def test_a_job_whose_work_raises_ends_failed_with_message_and_traceback(celery_worker, operator):
     job = services.job_enqueue(
-        kind=kinds.DIAGNOSTIC,
+        kind=Kinds.DIAGNOSTIC,
         params={"steps": 10, "step_seconds": 0.05, "fail_at_step": 4, "report": False},
         user=operator,
     )
@@ -134,7 +135,7 @@ def test_a_job_whose_work_raises_ends_failed_with_message_and_traceback(celery_w
 
 def test_a_parent_with_5_children_finishes_when_the_last_child_does(celery_worker, operator):
     parent = services.job_enqueue(
-        kind=kinds.DIAGNOSTIC,
+        kind=Kinds.DIAGNOSTIC,
         params={"steps": 4, "step_seconds": 0.1, "children": 5, "report": False},
         user=operator,
     )
@@ -160,7 +161,7 @@ def test_a_parent_with_5_children_finishes_when_the_last_child_does(celery_worke
 
 def test_a_parent_fails_when_a_child_fails(celery_worker, operator):
     parent = services.job_enqueue(
-        kind=kinds.DIAGNOSTIC,
+        kind=Kinds.DIAGNOSTIC,
         params={"steps": 3, "step_seconds": 0.0, "children": 2, "fail_at_step": 2, "report": False},
         user=operator,
     )
@@ -175,7 +176,7 @@ def test_a_worker_killed_mid_job_is_detected_and_the_job_resumes_without_redoing
     steps = 40
     doomed = worker_factory("doomed")
     job = services.job_enqueue(
-        kind=kinds.DIAGNOSTIC,
+        kind=Kinds.DIAGNOSTIC,
         params={"steps": steps, "step_seconds": 0.15, "report": False},
         user=operator,
     )

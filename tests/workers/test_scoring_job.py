@@ -59,7 +59,7 @@ def _finished(job_id: int) -> Job | None:
 
 @pytest.fixture
 def coding_rubrics(db):
-    services.rubrics_seed("coding")
+    services.rubrics_seed(domain="coding")
     return Rubric.objects.filter(domain="coding")
 
 

@@ -1,8 +1,11 @@
-"""The areas in the main navigation, in order. Later issues replace the placeholder pages."""
+"""The main navigation: its areas in order, and the context processor that gives every page
+the areas and what the signed-in user may do (``can.read``, ``can.operate``...)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from webapp.accounts.permissions import Need, user_can
 
 
 @dataclass(frozen=True)
@@ -11,7 +14,6 @@ class Area:
     label: str
     url_name: str
     summary: str
-    arrives_with: str = ""
 
 
 AREAS: list[Area] = [
@@ -66,4 +68,12 @@ AREAS: list[Area] = [
     Area("jobs", "Jobs", "jobs:list", "Every long-running piece of work, live."),
 ]
 
-AREAS_BY_KEY = {area.key: area for area in AREAS}
+
+
+def navigation(request):
+    """Context processor (settings.TEMPLATES): the areas, and the user's permissions."""
+    user = getattr(request, "user", None)
+    return {
+        "nav_areas": AREAS,
+        "can": {need.value: user_can(user, need) for need in Need},
+    }

@@ -1,12 +1,11 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from webapp.accounts import services
+from webapp.accounts import selectors, services
 from webapp.accounts.forms import RoleForm, UserCreateForm
 from webapp.accounts.models import Role
 from webapp.accounts.permissions import Need, requires
@@ -27,7 +26,7 @@ def user_list(request):
         else:
             messages.success(request, f"Created {user.username} ({user.get_role_display()}).")
             return redirect("accounts:users")
-    users = get_user_model().objects.order_by("username")
+    users = selectors.user_list()
     return render(
         request,
         "accounts/users.html",
@@ -38,7 +37,7 @@ def user_list(request):
 @requires(Need.ADMINISTER)
 @require_POST
 def user_update(request, pk: int):
-    user = get_object_or_404(get_user_model(), pk=pk)
+    user = selectors.user_get(id=pk)
     try:
         if "role" in request.POST:
             form = RoleForm(request.POST)

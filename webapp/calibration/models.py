@@ -13,8 +13,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from webapp.common.models import CreatedModel
 
-class AnnotationQueue(models.Model):
+
+class AnnotationQueue(CreatedModel):
     class Mode(models.TextChoices):
         STEPS = "steps", "Score every step"
         FIRST_ERROR = "first_error", "Mark the first error"
@@ -46,10 +48,6 @@ class AnnotationQueue(models.Model):
     )
     budget = models.PositiveIntegerField(default=100)
     seed = models.BigIntegerField(default=0)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]
@@ -183,7 +181,7 @@ class LabelEdit(models.Model):
         return f"edit of {self.field} on {self.item} by {self.annotator_id}"
 
 
-class Calibration(models.Model):
+class Calibration(CreatedModel):
     """A calibration fitted from human labels against one reward-model version."""
 
     reward_model = models.ForeignKey(
@@ -201,10 +199,6 @@ class Calibration(models.Model):
     rescoring_run = models.ForeignKey(
         "rewards.ScoringRun", null=True, blank=True, on_delete=models.SET_NULL
     )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]

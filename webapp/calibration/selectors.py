@@ -1,15 +1,33 @@
-"""Reads for the annotation and calibration pages: labelled steps joined with reward-model
-scores, and the agreement figures computed from them."""
+"""Reads for the annotation and calibration pages: queues and their items, labelled steps joined
+with reward-model scores, the agreement figures computed from them, and what a calibration
+changed."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
 
-from webapp.calibration.models import AnnotationQueue, StepLabel
+from django.db.models import Count, QuerySet
+from django.shortcuts import get_object_or_404
+
+from trainer_core.calibration import agreement as stats
+from webapp.calibration.models import (
+    AnnotationQueue,
+    Calibration,
+    LabelEdit,
+    QueueItem,
+    StepLabel,
+    Submission,
+)
+from webapp.rewards.models import RewardModel, StepScore, TrajectoryScore
+from webapp.rewards.selectors import step_scores
+from webapp.trajectories.models import Step, Trajectory
+from webapp.trajectories.selectors import diff_context
+
+OBSERVATION_PREVIEW = 1500
 
 
-def human_labels(queue: AnnotationQueue | None = None) -> list[tuple[str, int, float]]:
+def human_labels(*, queue: AnnotationQueue | None = None) -> list[tuple[str, int, float]]:
     """(unit, annotator, value) for every step label with a value (neutral and downstream
     labels carry no value and are left out)."""
     qs = StepLabel.objects.filter(value__isnull=False)
@@ -23,12 +41,9 @@ def human_labels(queue: AnnotationQueue | None = None) -> list[tuple[str, int, f
     ]
 
 
-def labelled_steps(reward_model, queue: AnnotationQueue | None = None) -> list[dict[str, Any]]:
+def labelled_steps(*, reward_model, queue: AnnotationQueue | None = None) -> list[dict[str, Any]]:
     """Each labelled step with the mean human value, its tool and domain, and this version's
     step total and rubric scores (None when the version did not score it)."""
-    from webapp.rewards.models import StepScore
-    from webapp.trajectories.models import Step
-
     by_step: dict[tuple[int, int], list[float]] = defaultdict(list)
     qs = StepLabel.objects.filter(value__isnull=False)
     if queue is not None:
@@ -81,15 +96,13 @@ def labelled_steps(reward_model, queue: AnnotationQueue | None = None) -> list[d
 
 
 def agreement(
-    reward_model, queue: AnnotationQueue | None = None, *, seed: int = 0
+    *, reward_model, queue: AnnotationQueue | None = None, seed: int = 0
 ) -> dict[str, Any]:
     """Human-to-human (the ceiling) and human-to-model figures with bootstrap intervals, overall
     and per rubric, tool and domain, plus a reliability curve and a confusion matrix."""
-    from trainer_core.calibration import agreement as stats
-
-    labels = human_labels(queue)
+    labels = human_labels(queue=queue)
     ceiling = stats.human_agreement(labels) if labels else {}
-    rows = [r for r in labelled_steps(reward_model, queue) if r["model"] is not None]
+    rows = [r for r in labelled_steps(reward_model=reward_model, queue=queue) if r["model"] is not None]
     human = [r["human"] for r in rows]
     model = [r["model"] for r in rows]
     overall = stats.model_agreement(human, model) if rows else {}
@@ -142,4 +155,248 @@ def agreement(
         "breakdowns": breakdowns,
         "reliability": stats.reliability_curve(model, human, bins=10) if rows else [],
         "confusion": confusion,
+    }
+
+
+# --- queues and items --------------------------------------------------------------------------
+
+
+def queue_progress(*, queue: AnnotationQueue) -> dict[str, Any]:
+    """Items, submissions needed and done, per annotator."""
+    per_annotator = list(
+        Submission.objects.filter(item__queue=queue, submitted_at__isnull=False)
+        .values("annotator__username")
+        .annotate(n=Count("id"))
+        .order_by("-n")
+    )
+    needed = queue.items.count() * queue.annotators_per_item
+    done = sum(row["n"] for row in per_annotator)
+    return {
+        "items": queue.items.count(),
+        "needed": needed,
+        "done": done,
+        "percent": int(100 * done / needed) if needed else 0,
+        "per_annotator": per_annotator,
+    }
+
+
+def queue_rows(*, limit: int = 100) -> list[tuple[AnnotationQueue, dict[str, Any]]]:
+    """The queues with their progress, for the queue list."""
+    queues = AnnotationQueue.objects.select_related("reward_model")[:limit]
+    return [(q, queue_progress(queue=q)) for q in queues]
+
+
+def queue_get(*, id: int) -> AnnotationQueue:
+    """The queue with its reward-model version; Http404 when there is none."""
+    return get_object_or_404(AnnotationQueue.objects.select_related("reward_model"), pk=id)
+
+
+def queue_items(*, queue: AnnotationQueue, limit: int = 500) -> QuerySet[QueueItem]:
+    return queue.items.select_related("trajectory", "other")[:limit]
+
+
+def item_get(*, queue_id: int, id: int) -> QueueItem:
+    """An item of the queue, with its trajectories; Http404 when there is none in that queue."""
+    return get_object_or_404(
+        QueueItem.objects.select_related("queue", "trajectory", "other", "queue__reward_model"),
+        pk=id,
+        queue_id=queue_id,
+    )
+
+
+def item_steps(*, item: QueueItem, user) -> list[Step]:
+    """The item's steps, each with its observation preview, this version's score and the
+    annotator's own label."""
+    reward_model = item.queue.reward_model
+    trajectory = item.trajectory
+    scores = (
+        step_scores(reward_model_id=reward_model.pk, trajectory_id=trajectory.pk)
+        if reward_model
+        else {}
+    )
+    mine = {label.index: label for label in StepLabel.objects.filter(item=item, annotator=user)}
+    steps = list(trajectory.steps.order_by("index"))
+    for step in steps:
+        step.preview = step.observation[:OBSERVATION_PREVIEW]
+        step.cut = len(step.observation) > OBSERVATION_PREVIEW
+        step.score = scores.get(step.index)
+        step.label = mine.get(step.index)
+    return steps
+
+
+def item_submission(*, item: QueueItem, user) -> Submission | None:
+    return Submission.objects.filter(item=item, annotator=user).first()
+
+
+def item_pair(*, item: QueueItem) -> dict[str, Any]:
+    """A pairwise item's step-aligned diff (nothing for a single trajectory)."""
+    if not item.other_id:
+        return {}
+    diff = diff_context(left=item.trajectory, right=item.other)
+    return {k: diff[k] for k in ("rows", "first_divergence", "scored_by")}
+
+
+def labels_of(*, item: QueueItem, user) -> QuerySet[StepLabel]:
+    return StepLabel.objects.filter(item=item, annotator=user)
+
+
+def item_edits(*, item: QueueItem) -> QuerySet[LabelEdit]:
+    return LabelEdit.objects.filter(item=item).select_related("annotator")
+
+
+# --- agreement and calibration -------------------------------------------------------------------
+
+
+def version_for_page(*, raw: str | None) -> RewardModel | None:
+    """The version a calibration page is about: ``raw`` (an id; Http404 when unknown), else the
+    newest."""
+    if raw and raw.isdigit():
+        return get_object_or_404(RewardModel, pk=int(raw))
+    return RewardModel.objects.order_by("-created_at").first()
+
+
+def calibration_page(*, version: RewardModel | None, queue_id: str | None) -> dict[str, Any]:
+    """The agreement figures of ``version`` (on one queue's labels, or all), with what the page
+    offers to choose from and the calibrations fitted on that version."""
+    queue = queue_get(id=int(queue_id)) if queue_id and queue_id.isdigit() else None
+    figures = agreement(reward_model=version, queue=queue) if version else None
+    return {
+        "version": version,
+        "queue": queue,
+        "versions": RewardModel.objects.order_by("domain", "-version"),
+        "queues": AnnotationQueue.objects.all()[:100],
+        "figures": figures,
+        "reliability": reliability_plot(curve=figures["reliability"]) if figures else None,
+        "calibrations": Calibration.objects.filter(reward_model=version)[:10] if version else [],
+    }
+
+
+PLOT_SIZE, PLOT_PAD = 240, 24
+
+
+def reliability_plot(*, curve: list[dict]) -> dict[str, Any]:
+    """The geometry of the reliability plot (mean human label per model-score bin) that
+    ``calibration/partials/reliability.html`` draws as SVG: the frame, the diagonal of perfect
+    calibration and one point per bin with labels."""
+    span = PLOT_SIZE - 2 * PLOT_PAD
+
+    def xy(x: float, y: float) -> tuple[float, float]:
+        return round(PLOT_PAD + x * span, 1), round(PLOT_SIZE - PLOT_PAD - y * span, 1)
+
+    points = [
+        xy(b["mean_model"], b["mean_human"])
+        for b in curve
+        if b.get("n") and b.get("mean_model") is not None and b.get("mean_human") is not None
+    ]
+    (x0, y0), (x1, y1) = xy(0, 0), xy(1, 1)
+    return {
+        "size": PLOT_SIZE,
+        "pad": PLOT_PAD,
+        "span": span,
+        "diagonal": {"x0": x0, "y0": y0, "x1": x1, "y1": y1},
+        "points": [{"x": x, "y": y} for x, y in points],
+        "line": " ".join(f"{x},{y}" for x, y in points),
+        "baseline": PLOT_SIZE - 6,
+    }
+
+
+def calibration_get(*, id: int) -> Calibration:
+    """The calibration with its versions and re-scoring run; Http404 when there is none."""
+    return get_object_or_404(
+        Calibration.objects.select_related("reward_model", "applied_as", "rescoring_run__job"),
+        pk=id,
+    )
+
+
+def calibration_detail(*, calibration: Calibration) -> dict[str, Any]:
+    """A fitted calibration's page: its result, the new weights by size, the old weights."""
+    return {
+        "calibration": calibration,
+        "result": calibration.result,
+        "weights": sorted(
+            (calibration.result.get("rubric_weights") or {}).items(), key=lambda kv: -kv[1]
+        ),
+        "old_weights": {
+            r["id"]: r["weight"] for r in calibration.reward_model.config.get("rubrics", [])
+        },
+    }
+
+
+THRESHOLD = 0.5
+LIMIT = 300
+
+
+def _label(total: float | None) -> str:
+    if total is None:
+        return "unscored"
+    return "good" if total >= THRESHOLD else "bad"
+
+
+def _ranks(scores: dict[int, float | None], tasks: dict[int, str]) -> dict[int, int]:
+    by_task: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for tid, total in scores.items():
+        if total is not None:
+            by_task[tasks.get(tid, "")].append((total, tid))
+    ranks: dict[int, int] = {}
+    for group in by_task.values():
+        for rank, (_, tid) in enumerate(sorted(group, key=lambda g: (-g[0], g[1])), start=1):
+            ranks[tid] = rank
+    return ranks
+
+
+def compare_versions(*, old, new) -> dict[str, Any]:
+    """What a calibration changed: step labels (good/bad at 0.5) and trajectory ranks per task,
+    between the version it was fitted on (``old``) and the version that applies it (``new``)."""
+    old_steps = {
+        (t, i): total
+        for t, i, total in StepScore.objects.filter(reward_model=old).values_list(
+            "trajectory_id", "index", "total"
+        )
+    }
+    step_changes = []
+    compared = 0
+    for t, i, total in StepScore.objects.filter(reward_model=new).values_list(
+        "trajectory_id", "index", "total"
+    ):
+        if (t, i) not in old_steps:
+            continue
+        compared += 1
+        before = old_steps[(t, i)]
+        if _label(before) != _label(total):
+            step_changes.append(
+                {"trajectory": t, "index": i, "old": before, "new": total,
+                 "old_label": _label(before), "new_label": _label(total)}
+            )  # fmt: skip
+    old_totals = dict(
+        TrajectoryScore.objects.filter(reward_model=old).values_list("trajectory_id", "total")
+    )
+    new_totals = dict(
+        TrajectoryScore.objects.filter(reward_model=new).values_list("trajectory_id", "total")
+    )
+    common = set(old_totals) & set(new_totals)
+    tasks = dict(Trajectory.objects.filter(pk__in=common).values_list("pk", "task_ref"))
+    old_ranks = _ranks({t: old_totals[t] for t in common}, tasks)
+    new_ranks = _ranks({t: new_totals[t] for t in common}, tasks)
+    rank_changes = sorted(
+        (
+            {
+                "trajectory": t,
+                "task": tasks.get(t, ""),
+                "old_rank": old_ranks.get(t),
+                "new_rank": new_ranks.get(t),
+                "old": old_totals[t],
+                "new": new_totals[t],
+            }
+            for t in common
+            if old_ranks.get(t) != new_ranks.get(t)
+        ),  # fmt: skip
+        key=lambda r: (r["task"], r["new_rank"] or 0),
+    )
+    return {
+        "steps_compared": compared,
+        "step_changes": step_changes[:LIMIT],
+        "step_changes_total": len(step_changes),
+        "trajectories_compared": len(common),
+        "rank_changes": rank_changes[:LIMIT],
+        "rank_changes_total": len(rank_changes),
     }

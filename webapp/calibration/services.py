@@ -12,6 +12,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
+from trainer_core.calibration.fit import fit_calibration
+from trainer_core.errors import InputError
 from webapp.calibration.models import (
     AnnotationQueue,
     Calibration,
@@ -21,7 +23,11 @@ from webapp.calibration.models import (
     StepLabel,
     Submission,
 )
+from webapp.calibration.selectors import labelled_steps
 from webapp.common.errors import ApplicationError
+from webapp.rewards.models import PreferencePair, StepScore, TrajectoryScore
+from webapp.rewards.services import reward_model_create, scoring_launch
+from webapp.trajectories.models import Trajectory
 
 
 class LabelConflict(ApplicationError):
@@ -33,9 +39,6 @@ class LabelConflict(ApplicationError):
 
 def _candidates(source: str, reward_model, other_reward_model) -> list[tuple[int, float, str]]:
     """(trajectory id, priority, reason) for the automatic sources, most untrustworthy first."""
-    from webapp.rewards.models import StepScore, TrajectoryScore
-    from webapp.trajectories.models import Trajectory
-
     if reward_model is None:
         raise ApplicationError("Choose the reward-model version whose scores pick the items.")
     out: list[tuple[int, float, str]] = []
@@ -97,7 +100,7 @@ def _candidates(source: str, reward_model, other_reward_model) -> list[tuple[int
 
 
 def stratified_sample(
-    candidates: list[tuple[int, float, str]], strata: dict[int, str], budget: int, seed: int
+    *, candidates: list[tuple[int, float, str]], strata: dict[int, str], budget: int, seed: int
 ) -> list[tuple[int, float, str]]:
     """At most ``budget`` candidates spread over strata in proportion to their sizes (at least
     one from each stratum while the budget allows), chosen at random (seeded) within a stratum
@@ -141,8 +144,6 @@ def queue_create(
     seed: int = 0,
     user=None,
 ) -> AnnotationQueue:
-    from webapp.trajectories.models import Trajectory
-
     if AnnotationQueue.objects.filter(name=name).exists():
         raise ApplicationError(f"A queue named {name!r} exists already; choose another name.")
     if not 2 <= scale_points <= 10:
@@ -179,7 +180,7 @@ def queue_create(
         entries = [(a, b, reason, meta[a][1]) for (a, b), _, reason in pairs]
     else:
         strata = {pk: m[1] for pk, m in meta.items()}
-        sampled = stratified_sample(picked, strata, budget, seed)
+        sampled = stratified_sample(candidates=picked, strata=strata, budget=budget, seed=seed)
         if not sampled:
             raise ApplicationError(
                 "No trajectory matches: score trajectories with that version first, or pick "
@@ -266,24 +267,6 @@ def next_item(*, queue: AnnotationQueue, user, exclude: int | None = None) -> Qu
             continue
         return item
     return None
-
-
-def progress(queue: AnnotationQueue) -> dict[str, Any]:
-    per_annotator = list(
-        Submission.objects.filter(item__queue=queue, submitted_at__isnull=False)
-        .values("annotator__username")
-        .annotate(n=Count("id"))
-        .order_by("-n")
-    )
-    needed = queue.items.count() * queue.annotators_per_item
-    done = sum(row["n"] for row in per_annotator)
-    return {
-        "items": queue.items.count(),
-        "needed": needed,
-        "done": done,
-        "percent": int(100 * done / needed) if needed else 0,
-        "per_annotator": per_annotator,
-    }
 
 
 # --- labels ---------------------------------------------------------------------------------------
@@ -410,8 +393,6 @@ def submit(
 ) -> Submission:
     """Finish this item for this annotator: the trajectory-level score, the comment, and in
     pairwise mode the choice (A / B / E). A/B becomes a human preference pair."""
-    from webapp.rewards.models import PreferencePair
-
     queue = item.queue
     if queue.mode == AnnotationQueue.Mode.PAIRWISE and choice not in ("A", "B", "E"):
         raise ApplicationError("Choose A, B or E (equal) before submitting.")
@@ -483,13 +464,9 @@ def submit(
 def calibration_fit(*, reward_model, user=None, folds: int = 5, seed: int = 0) -> Calibration:
     """Fit rubric weights and an isotonic map from the human step labels against this version's
     step scores, with cross-validation."""
-    from trainer_core.calibration.fit import fit_calibration
-    from trainer_core.errors import InputError
-    from webapp.calibration.selectors import labelled_steps
-
     rows = [
         {"rubrics": r["rubrics"], "model": r["raw_model"], "human": r["human"]}
-        for r in labelled_steps(reward_model)
+        for r in labelled_steps(reward_model=reward_model)
         if r["raw_model"] is not None
     ]
     rubric_ids = [r["id"] for r in reward_model.config.get("rubrics", [])]
@@ -508,9 +485,6 @@ def calibration_fit(*, reward_model, user=None, folds: int = 5, seed: int = 0) -
 def calibration_apply(*, calibration: Calibration, user=None) -> Calibration:
     """A new reward-model version carrying the calibration, and a job re-scoring everything the
     old version scored. The old version's scores stay as they are."""
-    from webapp.rewards.models import TrajectoryScore
-    from webapp.rewards.services import reward_model_create, scoring_launch
-
     if calibration.applied_as_id:
         raise ApplicationError(f"This calibration is applied already as {calibration.applied_as}.")
     old = calibration.reward_model

@@ -1,25 +1,17 @@
 from __future__ import annotations
 
-from django import forms
 from django.contrib import messages
 from django.http import Http404, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from webapp.accounts.permissions import Need, requires
 from webapp.calibration import selectors, services
-from webapp.calibration.models import (
-    AnnotationQueue,
-    Calibration,
-    LabelEdit,
-    QueueItem,
-    StepLabel,
-    Submission,
-)
+from webapp.calibration.forms import QueueForm
+from webapp.calibration.models import StepLabel
 from webapp.common.errors import ApplicationError
-
-OBSERVATION_PREVIEW = 1500
+from webapp.trajectories.selectors import selection_ids
 
 
 def _ctx(**extra):
@@ -28,57 +20,7 @@ def _ctx(**extra):
 
 @requires(Need.LABEL)
 def queue_list(request):
-    queues = AnnotationQueue.objects.select_related("reward_model")
-    rows = [(q, services.progress(q)) for q in queues[:100]]
-    return render(request, "calibration/queues.html", _ctx(rows=rows))
-
-
-class QueueForm(forms.Form):
-    name = forms.CharField(max_length=120)
-    mode = forms.ChoiceField(choices=AnnotationQueue.Mode.choices)
-    source = forms.ChoiceField(choices=AnnotationQueue.Source.choices)
-    reward_model = forms.ModelChoiceField(
-        queryset=None,
-        required=False,
-        help_text="The version whose scores are shown beside each step (and that picks items "
-        "for the automatic sources).",
-    )
-    other_reward_model = forms.ModelChoiceField(
-        queryset=None, required=False, help_text="For “two versions disagree”."
-    )
-    guidelines = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), required=False)
-    scale_points = forms.IntegerField(min_value=2, max_value=10, initial=5)
-    annotators_per_item = forms.IntegerField(min_value=1, max_value=10, initial=1)
-    reservation_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, initial=30)
-    budget = forms.IntegerField(min_value=1, max_value=100_000, initial=100)
-    seed = forms.IntegerField(initial=0)
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        from webapp.rewards.models import RewardModel
-
-        versions = RewardModel.objects.order_by("domain", "-version")
-        self.fields["reward_model"].queryset = versions
-        self.fields["other_reward_model"].queryset = versions
-        self.fields["reward_model"].label_from_instance = lambda v: v.label
-        self.fields["other_reward_model"].label_from_instance = lambda v: v.label
-
-
-def _selected_ids(data) -> list[int]:
-    from webapp.trajectories import selectors as trajectory_selectors
-
-    selected = [int(i) for i in data.getlist("selected") if str(i).isdigit()]
-    if selected:
-        return selected
-    if data.get("all_matching"):
-        query = data.copy()
-        for name in QueueForm.base_fields:  # the queue form's own fields are not filters
-            query.pop(name, None)
-        filters = trajectory_selectors.Filters.from_query(query)
-        return list(
-            trajectory_selectors.trajectory_list(filters).values_list("pk", flat=True)[:100_000]
-        )
-    return []
+    return render(request, "calibration/queues.html", _ctx(rows=selectors.queue_rows()))
 
 
 @requires(Need.OPERATE)
@@ -86,7 +28,8 @@ def queue_new(request):
     """A queue from a selection (the list's bulk action, or ?all_matching=1 with its filters) or
     from where the reward model is least trustworthy."""
     data = request.POST if request.method == "POST" else request.GET
-    ids = _selected_ids(data)
+    # the queue form's own fields are not filters
+    ids = selection_ids(data=data, not_filters=tuple(QueueForm.base_fields))
     # a filter ("all matching") travels as its query, not as thousands of hidden ids
     filter_fields = (
         [
@@ -101,9 +44,10 @@ def queue_new(request):
     bound = request.method == "POST" and request.POST.get("create")
     form = QueueForm(request.POST if bound else None, initial={"source": "selection"})
     if bound and form.is_valid():
-        data = form.cleaned_data
         try:
-            queue = services.queue_create(trajectory_ids=ids, user=request.user, **data)
+            queue = services.queue_create(
+                trajectory_ids=ids, user=request.user, **form.cleaned_data
+            )
         except ApplicationError as exc:
             form.add_error(None, exc.message)
         else:
@@ -118,20 +62,22 @@ def queue_new(request):
 
 @requires(Need.LABEL)
 def queue_detail(request, pk: int):
-    queue = get_object_or_404(AnnotationQueue.objects.select_related("reward_model"), pk=pk)
-    items = queue.items.select_related("trajectory", "other")[:500]
+    queue = selectors.queue_get(id=pk)
     return render(
         request,
         "calibration/queue_detail.html",
-        _ctx(queue=queue, progress=services.progress(queue), items=items),
+        _ctx(
+            queue=queue,
+            progress=selectors.queue_progress(queue=queue),
+            items=selectors.queue_items(queue=queue),
+        ),
     )
 
 
 @requires(Need.LABEL)
 def queue_work(request, pk: int):
     """Reserve the next item for this annotator and open it."""
-    queue = get_object_or_404(AnnotationQueue, pk=pk)
-    item = services.next_item(queue=queue, user=request.user)
+    item = services.next_item(queue=selectors.queue_get(id=pk), user=request.user)
     if item is None:
         messages.info(request, "Nothing left for you in this queue. Thank you!")
         return redirect("calibration:queue", pk=pk)
@@ -141,7 +87,7 @@ def queue_work(request, pk: int):
 @requires(Need.LABEL)
 def queue_peek(request, pk: int):
     """Reserve the item after ``exclude`` ahead of time (the page preloads it)."""
-    queue = get_object_or_404(AnnotationQueue, pk=pk)
+    queue = selectors.queue_get(id=pk)
     try:
         exclude = int(request.GET.get("exclude", ""))
     except ValueError:
@@ -151,43 +97,16 @@ def queue_peek(request, pk: int):
     return JsonResponse({"next": url})
 
 
-def _item(request, pk: int, item_pk: int) -> QueueItem:
-    item = get_object_or_404(
-        QueueItem.objects.select_related("queue", "trajectory", "other", "queue__reward_model"),
-        pk=item_pk,
-        queue_id=pk,
-    )
-    return item
-
-
-def _steps(trajectory, reward_model):
-    from webapp.rewards.selectors import step_scores
-
-    scores = step_scores(reward_model.pk, trajectory.pk) if reward_model else {}
-    steps = list(trajectory.steps.order_by("index"))
-    for step in steps:
-        step.preview = step.observation[:OBSERVATION_PREVIEW]
-        step.cut = len(step.observation) > OBSERVATION_PREVIEW
-        step.score = scores.get(step.index)
-    return steps
-
-
 @requires(Need.LABEL)
 def item_page(request, pk: int, item: int):
-    item = _item(request, pk, item)
+    item = selectors.item_get(queue_id=pk, id=item)
     queue = item.queue
-    mine = {
-        label.index: label for label in StepLabel.objects.filter(item=item, annotator=request.user)
-    }
-    submission = Submission.objects.filter(item=item, annotator=request.user).first()
-    steps = _steps(item.trajectory, queue.reward_model)
-    for step in steps:
-        step.label = mine.get(step.index)
+    submission = selectors.item_submission(item=item, user=request.user)
     context = _ctx(
         queue=queue,
         item=item,
-        steps=steps,
-        **(_pair_context(item) if item.other_id else {}),
+        steps=selectors.item_steps(item=item, user=request.user),
+        **selectors.item_pair(item=item),
         submission=submission,
         keys=list(range(1, queue.scale_points + 1)),
         levels=[(k, queue.level_value(k)) for k in range(1, queue.scale_points + 1)],
@@ -206,13 +125,6 @@ def item_page(request, pk: int, item: int):
     return render(request, "calibration/item.html", context)
 
 
-def _pair_context(item: QueueItem) -> dict:
-    from webapp.trajectories.selectors import diff_context
-
-    diff = diff_context(item.trajectory, item.other)
-    return {k: diff[k] for k in ("rows", "first_divergence", "scored_by")}
-
-
 def _conflict(exc: ApplicationError, status: int = 409) -> JsonResponse:
     return JsonResponse({"error": exc.message}, status=status)
 
@@ -220,7 +132,7 @@ def _conflict(exc: ApplicationError, status: int = 409) -> JsonResponse:
 @requires(Need.LABEL)
 @require_POST
 def label(request, pk: int, item: int):
-    item = _item(request, pk, item)
+    item = selectors.item_get(queue_id=pk, id=item)
     try:
         index = int(request.POST["index"])
         key = int(request.POST["key"]) if request.POST.get("key") else None
@@ -258,7 +170,7 @@ def _label_json(index: int, row: StepLabel | None) -> dict:
 @requires(Need.LABEL)
 @require_POST
 def first_error(request, pk: int, item: int):
-    item = _item(request, pk, item)
+    item = selectors.item_get(queue_id=pk, id=item)
     try:
         index = int(request.POST["index"])
         services.first_error_set(item=item, user=request.user, index=index)
@@ -266,14 +178,14 @@ def first_error(request, pk: int, item: int):
         return JsonResponse({"error": "index must be a number"}, status=400)
     except ApplicationError as exc:
         return _conflict(exc, 400)
-    rows = StepLabel.objects.filter(item=item, annotator=request.user)
+    rows = selectors.labels_of(item=item, user=request.user)
     return JsonResponse({"labels": [_label_json(r.index, r) for r in rows]})
 
 
 @requires(Need.LABEL)
 @require_POST
 def submit(request, pk: int, item: int):
-    item = _item(request, pk, item)
+    item = selectors.item_get(queue_id=pk, id=item)
     try:
         key = int(request.POST["trajectory_key"]) if request.POST.get("trajectory_key") else None
         version = int(request.POST["version"]) if request.POST.get("version") else None
@@ -303,8 +215,8 @@ def submit(request, pk: int, item: int):
 
 @requires(Need.LABEL)
 def item_history(request, pk: int, item: int):
-    item = _item(request, pk, item)
-    edits = LabelEdit.objects.filter(item=item).select_related("annotator")
+    item = selectors.item_get(queue_id=pk, id=item)
+    edits = selectors.item_edits(item=item)
     return render(request, "calibration/history.html", _ctx(item=item, edits=edits))
 
 
@@ -312,74 +224,17 @@ def item_history(request, pk: int, item: int):
 
 
 def _version(request):
-    from webapp.rewards.models import RewardModel
-
-    raw = request.GET.get("version") or request.POST.get("version")
-    if raw and raw.isdigit():
-        return get_object_or_404(RewardModel, pk=int(raw))
-    return RewardModel.objects.order_by("-created_at").first()
+    return selectors.version_for_page(
+        raw=request.GET.get("version") or request.POST.get("version")
+    )
 
 
 @requires(Need.READ)
 def calibration_page(request):
-    from webapp.rewards.models import RewardModel
-
-    version = _version(request)
-    queue = None
-    if request.GET.get("queue", "").isdigit():
-        queue = get_object_or_404(AnnotationQueue, pk=int(request.GET["queue"]))
-    figures = selectors.agreement(version, queue) if version else None
-    return render(
-        request,
-        "calibration/calibration.html",
-        _ctx(
-            version=version,
-            queue=queue,
-            versions=RewardModel.objects.order_by("domain", "-version"),
-            queues=AnnotationQueue.objects.all()[:100],
-            figures=figures,
-            reliability_svg=_reliability_svg(figures["reliability"]) if figures else "",
-            calibrations=Calibration.objects.filter(reward_model=version)[:10] if version else [],
-        ),
+    context = selectors.calibration_page(
+        version=_version(request), queue_id=request.GET.get("queue", "")
     )
-
-
-def _reliability_svg(curve: list[dict]) -> str:
-    """A small reliability plot (mean human label per model-score bin) as SVG; numbers only."""
-    from django.utils.html import format_html, format_html_join
-
-    size, pad = 240, 24
-    span = size - 2 * pad
-
-    def xy(x: float, y: float) -> tuple[float, float]:
-        return round(pad + x * span, 1), round(size - pad - y * span, 1)
-
-    points = [
-        xy(b["mean_model"], b["mean_human"])
-        for b in curve
-        if b.get("n") and b.get("mean_model") is not None and b.get("mean_human") is not None
-    ]
-    dots = format_html_join("", '<circle cx="{}" cy="{}" r="3" class="rel-dot"></circle>', points)
-    line = " ".join(f"{x},{y}" for x, y in points)
-    x0, y0 = xy(0, 0)
-    x1, y1 = xy(1, 1)
-    return format_html(
-        '<svg viewBox="0 0 {s} {s}" width="{s}" height="{s}" role="img" aria-label="reliability '
-        'plot" data-testid="reliability"><rect x="{p}" y="{p}" width="{w}" height="{w}" '
-        'class="rel-frame"></rect><line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y1}" '
-        'class="rel-diagonal"></line><polyline points="{line}" class="rel-line"></polyline>{dots}'
-        '<text x="{p}" y="{b}" class="rel-axis">model score →</text></svg>',
-        s=size,
-        p=pad,
-        w=span,
-        x0=x0,
-        y0=y0,
-        x1=x1,
-        y1=y1,
-        line=line,
-        dots=dots,
-        b=size - 6,
-    )
+    return render(request, "calibration/calibration.html", _ctx(**context))
 
 
 @requires(Need.OPERATE)
@@ -398,30 +253,15 @@ def calibration_fit(request):
 
 @requires(Need.READ)
 def calibration_detail(request, pk: int):
-    calibration = get_object_or_404(
-        Calibration.objects.select_related("reward_model", "applied_as", "rescoring_run__job"),
-        pk=pk,
-    )
-    return render(
-        request,
-        "calibration/fitted.html",
-        _ctx(
-            calibration=calibration,
-            result=calibration.result,
-            weights=sorted(
-                (calibration.result.get("rubric_weights") or {}).items(), key=lambda kv: -kv[1]
-            ),
-            old_weights={
-                r["id"]: r["weight"] for r in calibration.reward_model.config.get("rubrics", [])
-            },
-        ),
-    )
+    calibration = selectors.calibration_get(id=pk)
+    context = selectors.calibration_detail(calibration=calibration)
+    return render(request, "calibration/fitted.html", _ctx(**context))
 
 
 @requires(Need.OPERATE)
 @require_POST
 def calibration_apply(request, pk: int):
-    calibration = get_object_or_404(Calibration, pk=pk)
+    calibration = selectors.calibration_get(id=pk)
     try:
         services.calibration_apply(calibration=calibration, user=request.user)
     except ApplicationError as exc:
@@ -439,15 +279,11 @@ def calibration_apply(request, pk: int):
 def calibration_changes(request, pk: int):
     """Which step labels and which trajectory ranks changed between the version a calibration
     was fitted on and the version that applies it."""
-    from webapp.calibration.changes import compare_versions
-
-    calibration = get_object_or_404(
-        Calibration.objects.select_related("reward_model", "applied_as"), pk=pk
-    )
+    calibration = selectors.calibration_get(id=pk)
     if calibration.applied_as is None:
         messages.info(request, "Apply the calibration first.")
         return redirect("calibration:fitted", pk=pk)
-    changes = compare_versions(calibration.reward_model, calibration.applied_as)
+    changes = selectors.compare_versions(old=calibration.reward_model, new=calibration.applied_as)
     return render(
         request, "calibration/changes.html", _ctx(calibration=calibration, changes=changes)
     )

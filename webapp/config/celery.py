@@ -2,7 +2,7 @@
 
 The task modules live in ``workers/`` (the layer above webapp); they are named here as strings
 so that webapp never imports them. Webapp services send tasks by their registered names
-(``webapp/jobs/task_names.py``).
+(``webapp/jobs/names.py``).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from webapp.jobs.names import ALL_QUEUES, TASK_ROUTES, Queue
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 
@@ -119,7 +121,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "webapp.common.context_processors.navigation",
+                "webapp.accounts.navigation.navigation",
             ],
         },
     }
@@ -208,7 +210,7 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", _https)
 
 # --- Celery -------------------------------------------------------------------------------
-STEPLAB_QUEUES = ["default", "rollouts", "judge", "gpu"]
+STEPLAB_QUEUES = ALL_QUEUES  # webapp/jobs/names.py owns the queue and task names
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "").strip() or "filesystem://"
 BROKER_DIR = VAR_DIR / "broker"
@@ -232,7 +234,7 @@ else:
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
-CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_DEFAULT_QUEUE = Queue.DEFAULT.value
 CELERY_TASK_CREATE_MISSING_QUEUES = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
@@ -241,13 +243,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_WORKER_SEND_TASK_EVENTS = False
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-# Task names start with their queue's area (see webapp/jobs/task_names.py).
-CELERY_TASK_ROUTES = {
-    "rollouts.*": {"queue": "rollouts"},
-    "judge.*": {"queue": "judge"},
-    "gpu.*": {"queue": "gpu"},
-    "*": {"queue": "default"},
-}
+# Task names start with their queue's area (see webapp/jobs/names.py).
+CELERY_TASK_ROUTES = TASK_ROUTES
 
 # --- jobs -----------------------------------------------------------------------------------
 # A running job's worker refreshes the heartbeat this often (seconds)...

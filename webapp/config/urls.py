@@ -1,8 +1,6 @@
 from django.urls import include, path
 
 from webapp.accounts import views as account_views
-from webapp.common.navigation import AREAS
-from webapp.common.views import area_placeholder
 from webapp.jobs import views as job_views
 
 urlpatterns = [
@@ -20,11 +18,4 @@ urlpatterns = [
     path("datasets/", include("webapp.datasets.urls")),
     path("training/", include("webapp.training.urls")),
     path("leaderboards/", include("webapp.evaluation.urls")),
-]
-
-# Areas whose issues have not landed yet get a page that says so (no dead links).
-urlpatterns += [
-    path(f"{area.key}/", area_placeholder(area.key), name=area.url_name)
-    for area in AREAS
-    if area.url_name.startswith("area-")
 ]

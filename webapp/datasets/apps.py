@@ -6,6 +6,6 @@ class DatasetsConfig(AppConfig):
     label = "datasets"
 
     def ready(self) -> None:
-        from webapp.datasets import services
+        from webapp.datasets import jobs
 
-        services.register()
+        jobs.register()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 
+from webapp.common.models import CreatedModel
 
-class DatasetSnapshot(models.Model):
+
+class DatasetSnapshot(CreatedModel):
     class Kind(models.TextChoices):
         SFT = "sft", "SFT (conversational messages with tool calls)"
         SFT_KNOWLYR = "sft_knowlyr", "SFT, knowlyr-compatible instruction/input/response"
@@ -37,10 +38,6 @@ class DatasetSnapshot(models.Model):
     job = models.OneToOneField(
         "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="dataset"
     )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]

@@ -3,11 +3,12 @@ the version it used."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 
+from webapp.common.models import CreatedModel
 
-class DomainProfile(models.Model):
+
+class DomainProfile(CreatedModel):
     name = models.CharField(max_length=64, db_index=True)
     version = models.PositiveIntegerField()
     description = models.TextField(blank=True)
@@ -15,10 +16,6 @@ class DomainProfile(models.Model):
     data = models.JSONField()
     is_current = models.BooleanField(default=True, db_index=True)
     builtin = models.BooleanField(default=False)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
     change_note = models.CharField(max_length=300, blank=True)
 
     class Meta:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import yaml
 from django.db import transaction
 
 from trainer_core.envs.profiles import BUILTIN_PROFILE_DATA, profile_from_data
@@ -51,8 +52,6 @@ def profile_save(
 
 def profile_save_text(*, name: str, text: str, user=None, change_note: str = "") -> DomainProfile:
     """An admin's edit: JSON or YAML text for the profile ``name``."""
-    import yaml
-
     try:
         data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:

@@ -19,13 +19,13 @@ def profile_list(request):
 
 @requires(Need.READ)
 def profile_detail(request, name: str, version: int | None = None):
-    row = selectors.profile_get(name, version)
-    spec = selectors.profile_spec(row)
+    row = selectors.profile_get(name=name, version=version)
+    spec = selectors.profile_spec(row=row)
     context = {
         "active_area": "tasks",
         "row": row,
         "spec": spec,
-        "versions": selectors.profile_versions(name),
+        "versions": selectors.profile_versions(name=name),
         "weights_total": sum(spec.rubric_weights.values()) or 1.0,
     }
     return render(request, "domains/detail.html", context)
@@ -33,7 +33,7 @@ def profile_detail(request, name: str, version: int | None = None):
 
 @requires(Need.ADMINISTER)
 def profile_edit(request, name: str):
-    row = selectors.profile_get(name)
+    row = selectors.profile_get(name=name)
     initial_text = yaml.safe_dump(row.data, sort_keys=False, allow_unicode=True)
     form = ProfileEditForm(request.POST or None, initial={"text": initial_text})
     if request.method == "POST" and form.is_valid():

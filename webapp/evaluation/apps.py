@@ -6,6 +6,10 @@ class EvaluationConfig(AppConfig):
     label = "evaluation"
 
     def ready(self) -> None:
-        from webapp.evaluation import services
+        from webapp.evaluation import jobs, selectors
+        from webapp.training import hooks
 
-        services.register()
+        jobs.register()
+        hooks.register_run_section(
+            "evaluation/partials/checkpoint_curve.html", selectors.training_run_section
+        )

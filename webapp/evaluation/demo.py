@@ -23,7 +23,16 @@ from typing import Any
 
 from django.conf import settings
 
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
+from trainer_core.training.tiny import build_tiny_model
 from webapp.common.errors import ApplicationError
+from webapp.evaluation.services import pipeline_launch
+from webapp.rewards.selectors import latest_version
+from webapp.rewards.services import reward_model_create, rubrics_seed
+from webapp.rollouts.models import Policy
+from webapp.rollouts.services import policies_seed_builtin
+from webapp.tasks.selectors import task_set_find
+from webapp.tasks.services import task_set_import
 
 DEFAULT_PIPELINE_YAML = """\
 baseline: true
@@ -80,17 +89,12 @@ HELDOUT_TASKS = 100
 
 
 def _tasks_jsonl(split: str, n: int, start: int | None = None) -> str:
-    from trainer_core.envs.arithmetic import arithmetic_tasks
-
     tasks = arithmetic_tasks(split, n=n, start=start)
     return "\n".join(t.model_dump_json(exclude_none=True) for t in tasks)
 
 
 def _task_set(name: str, split: str, n: int, start: int | None = None):
-    from webapp.tasks.models import TaskSet
-    from webapp.tasks.services import task_set_import
-
-    existing = TaskSet.objects.filter(name=name).first()
+    existing = task_set_find(name=name)
     if existing is not None and existing.tasks.count() == n:
         return existing
     if existing is not None:
@@ -111,12 +115,6 @@ def demo_setup(
     *, train_tasks: int = TRAIN_TASKS, heldout_tasks: int = HELDOUT_TASKS, seed: int = 0
 ):
     """The demo's base policy, task sets and reward model (made once, reused after)."""
-    from trainer_core.training.tiny import build_tiny_model
-    from webapp.rewards.models import RewardModel
-    from webapp.rewards.services import reward_model_create, rubrics_seed
-    from webapp.rollouts.models import Policy
-    from webapp.rollouts.services import policies_seed_builtin
-
     policies_seed_builtin()  # the scripted policy plays the reference trajectories
     model_dir = Path(settings.STEPLAB_DATA_DIR) / "models" / f"tiny-arithmetic-seed{seed}"
     if not (model_dir / "config.json").exists():
@@ -140,16 +138,14 @@ def demo_setup(
     )
     train = _task_set(f"arithmetic-demo-train-{train_tasks}", "train_wide", train_tasks)
     heldout = _task_set(f"arithmetic-demo-heldout-{heldout_tasks}", "heldout", heldout_tasks)
-    rubrics_seed("arithmetic")
-    reward_model = RewardModel.objects.filter(domain="arithmetic").order_by("-version").first()
+    rubrics_seed(domain="arithmetic")
+    reward_model = latest_version(domain="arithmetic")
     if reward_model is None:
         reward_model = reward_model_create(domain="arithmetic", note="rules only (steplab demo)")
     return policy, train, heldout, reward_model
 
 
 def demo_launch(*, name: str = "", config: Any = None, seed: int = 0, user=None, **sizes):
-    from webapp.evaluation.pipeline import pipeline_launch
-
     policy, train, heldout, reward_model = demo_setup(seed=seed, **sizes)
     return pipeline_launch(
         name=name or f"demo-{time.strftime('%Y%m%d-%H%M%S')}",

@@ -8,11 +8,12 @@ episodes, crash-safe resume, live episodes table — holds for evaluations too.
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 
+from webapp.common.models import CreatedModel
 
-class EvaluationRun(models.Model):
+
+class EvaluationRun(CreatedModel):
     name = models.CharField(max_length=200, blank=True)
     policy = models.ForeignKey(
         "rollouts.Policy", on_delete=models.PROTECT, related_name="evaluations"
@@ -45,10 +46,6 @@ class EvaluationRun(models.Model):
     job = models.OneToOneField(
         "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="evaluation_run"
     )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]
@@ -61,7 +58,7 @@ class EvaluationRun(models.Model):
         return f"{self.policy.name} (eval {self.pk})"
 
 
-class Pipeline(models.Model):
+class Pipeline(CreatedModel):
     """The online loop. ``config`` holds the iterations, each with its stages' parameters."""
 
     name = models.CharField(max_length=200, unique=True)
@@ -77,10 +74,6 @@ class Pipeline(models.Model):
     job = models.OneToOneField(
         "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="pipeline"
     )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]

@@ -9,9 +9,19 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
 
+from trainer_core.evaluation.compare import compare_runs, mcnemar
+from trainer_core.evaluation.leaderboard import Entry, build_leaderboard
+from trainer_core.evaluation.stats import EpisodeRecord
+from webapp.common.errors import ApplicationError
+from webapp.evaluation.forms import CheckpointsEvaluationForm
 from webapp.evaluation.models import EvaluationRun, Pipeline, PipelineStage
+from webapp.evaluation.pipeline_config import parse_config, plan
 from webapp.jobs.models import JobStatus
+from webapp.rollouts.models import Episode
+from webapp.tasks.models import TaskSet
+from webapp.training.models import Checkpoint
 
 
 def finished_runs() -> QuerySet[EvaluationRun]:
@@ -20,7 +30,7 @@ def finished_runs() -> QuerySet[EvaluationRun]:
     )
 
 
-def leaderboard_runs(task_set, *, every_run: bool = False) -> list[EvaluationRun]:
+def leaderboard_runs(*, task_set, every_run: bool = False) -> list[EvaluationRun]:
     """The finished runs on ``task_set``: each policy's newest one (all of them with
     ``every_run``)."""
     runs = list(finished_runs().filter(task_set=task_set).order_by("-pk"))
@@ -36,15 +46,12 @@ def leaderboard_runs(task_set, *, every_run: bool = False) -> list[EvaluationRun
 
 
 def leaderboard(
-    task_set, *, metric: str = "success", correction: str = "holm", every_run: bool = False
+    *, task_set, metric: str = "success", correction: str = "holm", every_run: bool = False
 ) -> dict[str, Any]:
-    from trainer_core.evaluation.leaderboard import Entry, build_leaderboard
-    from webapp.evaluation.services import episode_records
-
-    runs = leaderboard_runs(task_set, every_run=every_run)
+    runs = leaderboard_runs(task_set=task_set, every_run=every_run)
     by_key = {f"run{run.pk}": run for run in runs}
     entries = [
-        Entry(key=key, label=run.label, episodes=episode_records(run))
+        Entry(key=key, label=run.label, episodes=episode_records(run=run))
         for key, run in by_key.items()
     ]
     entries = [e for e in entries if e.episodes]
@@ -71,8 +78,6 @@ def leaderboard(
 
 def leaderboard_index() -> list[dict[str, Any]]:
     """Task sets that have finished evaluations, grouped by domain."""
-    from webapp.tasks.models import TaskSet
-
     counts: dict[int, int] = {}
     done = EvaluationRun.objects.filter(job__status=JobStatus.SUCCEEDED)
     for task_set_id in done.values_list("task_set_id", flat=True):
@@ -87,13 +92,10 @@ def leaderboard_index() -> list[dict[str, Any]]:
     return [{"domain": d, "sets": s} for d, s in sorted(groups.items())]
 
 
-def comparison(run_a: EvaluationRun, run_b: EvaluationRun, *, correction: str = "holm"):
+def comparison(*, run_a: EvaluationRun, run_b: EvaluationRun, correction: str = "holm"):
     """The statistics of two runs on their shared tasks, and per task the outcomes with the
     trajectories to open and diff."""
-    from trainer_core.evaluation.compare import compare_runs
-    from webapp.evaluation.services import episode_records
-
-    records_a, records_b = episode_records(run_a), episode_records(run_b)
+    records_a, records_b = episode_records(run=run_a), episode_records(run=run_b)
     result = compare_runs(records_a, records_b, correction=correction, seed=run_a.seed)
     first_a, first_b = _first_trajectories(run_a), _first_trajectories(run_b)
     tasks = sorted({r.task for r in records_a} | {r.task for r in records_b})
@@ -117,8 +119,6 @@ def comparison(run_a: EvaluationRun, run_b: EvaluationRun, *, correction: str = 
 
 def _first_trajectories(run: EvaluationRun) -> dict[str, int]:
     """Task id → the trajectory of its first episode in the run."""
-    from webapp.rollouts.models import Episode
-
     if run.collect_run_id is None:
         return {}
     found: dict[str, int] = {}
@@ -146,7 +146,7 @@ def _point(label: str, step: int, run: EvaluationRun | None) -> dict[str, Any]:
     }
 
 
-def checkpoint_curve(training_run) -> list[dict[str, Any]]:
+def checkpoint_curve(*, training_run) -> list[dict[str, Any]]:
     """Success and reward against training step, one point per evaluated checkpoint (the newest
     evaluation of each)."""
     points = []
@@ -158,12 +158,9 @@ def checkpoint_curve(training_run) -> list[dict[str, Any]]:
 
 
 def _mcnemar_between(a: EvaluationRun | None, b: EvaluationRun | None) -> dict[str, Any] | None:
-    from trainer_core.evaluation.compare import mcnemar
-    from webapp.evaluation.services import episode_records
-
     if a is None or b is None or not a.metrics or not b.metrics:
         return None
-    left, right = _keyed(episode_records(a)), _keyed(episode_records(b))
+    left, right = _keyed(episode_records(run=a)), _keyed(episode_records(run=b))
     shared = sorted(set(left) & set(right))
     if not shared:
         return None
@@ -183,7 +180,7 @@ def _keyed(records) -> dict[tuple[str, int], bool]:
     return out
 
 
-def pipeline_curve(pipeline: Pipeline) -> dict[str, Any]:
+def pipeline_curve(*, pipeline: Pipeline) -> dict[str, Any]:
     """Held-out success per iteration (the baseline first) and the paired McNemar test of each
     evaluation against the one before and against the baseline."""
     rows = {
@@ -221,3 +218,181 @@ def pipeline_curve(pipeline: Pipeline) -> dict[str, Any]:
                 }
             )
     return {"points": points, "comparisons": comparisons}
+
+
+# --- runs and what they played -------------------------------------------------------------------
+
+
+def episode_records(*, run: EvaluationRun) -> list[EpisodeRecord]:
+    """The run's played episodes as ``EpisodeRecord``s keyed by task (skipped ones left out: they
+    were never played). An episode that failed (the policy or environment broke) counts as a
+    failure: leaving it out would flatter the policy."""
+    if run.collect_run_id is None:
+        return []
+    episodes = (
+        Episode.objects.filter(
+            run_id=run.collect_run_id,
+            status__in=[Episode.Status.FINISHED, Episode.Status.FAILED],
+        )
+        .select_related("task")
+        .order_by("task__external_id", "index")
+    )
+    return [
+        EpisodeRecord(
+            task=e.task.external_id,
+            success=bool(e.success),
+            reward=e.reward if e.reward is not None else (1.0 if e.success else 0.0),
+            steps=e.steps,
+            tokens=e.tokens_in + e.tokens_out,
+            cost=e.cost_usd,
+        )
+        for e in episodes
+    ]
+
+
+def episode_counts(*, run: EvaluationRun) -> dict[str, int]:
+    """Failed and skipped episodes of the run's collect run (they are reported beside the
+    statistics)."""
+    if run.collect_run_id is None:
+        return {}
+    episodes = Episode.objects.filter(run_id=run.collect_run_id)
+    return {
+        "episodes_failed": episodes.filter(status=Episode.Status.FAILED).count(),
+        "episodes_skipped": episodes.filter(status=Episode.Status.SKIPPED).count(),
+    }
+
+
+def evaluation_list(*, limit: int = 50) -> QuerySet[EvaluationRun]:
+    return EvaluationRun.objects.select_related("policy", "task_set", "job")[:limit]
+
+
+def evaluation_get(*, id: int | str) -> EvaluationRun:
+    """The run with its policy, task set, job and collect run; Http404 when there is none."""
+    return get_object_or_404(
+        EvaluationRun.objects.select_related("policy", "task_set", "job", "collect_run"), pk=id
+    )
+
+
+def evaluation_find(*, id: int) -> EvaluationRun | None:
+    return EvaluationRun.objects.select_related("policy", "task_set").filter(pk=id).first()
+
+
+def evaluation_for_job(*, run_id: int | None) -> EvaluationRun:
+    """The run an evaluation job works on (ApplicationError: deleted since launch)."""
+    run = EvaluationRun.objects.select_related("policy", "task_set").filter(pk=run_id).first()
+    if run is None:
+        raise ApplicationError(f"Evaluation run {run_id} no longer exists.")
+    return run
+
+
+def evaluation_exists(*, checkpoint: Checkpoint, task_set: TaskSet, samples_per_task: int) -> bool:
+    """Whether this checkpoint was evaluated on this task set with this k already."""
+    return EvaluationRun.objects.filter(
+        checkpoint=checkpoint, task_set=task_set, samples_per_task=samples_per_task
+    ).exists()
+
+
+def pass_rows(*, metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """pass@k and pass^k by k, for the run's table."""
+    return [
+        {
+            "k": k,
+            "pass_at_k": (metrics.get("pass_at_k") or {}).get(k),
+            "pass_hat_k": (metrics.get("pass_hat_k") or {}).get(k),
+        }
+        for k in sorted((metrics.get("pass_at_k") or {}), key=int)
+    ]
+
+
+def training_run_section(*, run) -> dict[str, Any]:
+    """The checkpoint curve section of a training run's page (``training.hooks``)."""
+    return {
+        "curve": checkpoint_curve(training_run=run),
+        "evaluate_form": CheckpointsEvaluationForm(),
+    }
+
+
+# --- pipelines -----------------------------------------------------------------------------------
+
+
+def pipeline_list(*, limit: int = 200) -> QuerySet[Pipeline]:
+    return Pipeline.objects.select_related("job", "base_policy")[:limit]
+
+
+def pipeline_get(*, id: int) -> Pipeline:
+    """The pipeline with its job, policy and task sets; Http404 when there is none."""
+    return get_object_or_404(
+        Pipeline.objects.select_related("job", "base_policy", "train_task_set", "eval_task_set"),
+        pk=id,
+    )
+
+
+def pipeline_find(*, id: int) -> Pipeline | None:
+    return Pipeline.objects.filter(pk=id).first()
+
+
+def pipeline_for_job(*, pipeline_id: int | None) -> Pipeline:
+    """The pipeline a pipeline job runs (ApplicationError: deleted since launch)."""
+    pipeline = (
+        Pipeline.objects.select_related("base_policy", "eval_task_set", "train_task_set")
+        .filter(pk=pipeline_id)
+        .first()
+    )
+    if pipeline is None:
+        raise ApplicationError(f"Pipeline {pipeline_id} no longer exists.")
+    return pipeline
+
+
+def pipeline_stage(*, pipeline: Pipeline, iteration: int, name: str) -> PipelineStage | None:
+    return PipelineStage.objects.filter(pipeline=pipeline, iteration=iteration, name=name).first()
+
+
+def pipeline_stages(*, pipeline: Pipeline) -> QuerySet[PipelineStage]:
+    return PipelineStage.objects.filter(pipeline=pipeline).select_related("job")
+
+
+def _last_registration(pipeline: Pipeline, iteration: int) -> PipelineStage | None:
+    return (
+        PipelineStage.objects.filter(
+            pipeline=pipeline, name="register", iteration__lt=iteration, policy__isnull=False
+        )
+        .order_by("-iteration")
+        .select_related("policy")
+        .first()
+    )
+
+
+def current_policy(*, pipeline: Pipeline, iteration: int):
+    """The policy iteration ``iteration`` starts from: the last registered one, else the base."""
+    before = _last_registration(pipeline, iteration)
+    return before.policy if before else pipeline.base_policy
+
+
+def current_checkpoint(*, pipeline: Pipeline, iteration: int) -> Checkpoint | None:
+    """The checkpoint iteration ``iteration`` trains from (None: the pipeline's base model)."""
+    before = _last_registration(pipeline, iteration)
+    if before is None:
+        return None
+    return Checkpoint.objects.filter(policy=before.policy).order_by("-pk").first()
+
+
+def pipeline_context(*, pipeline: Pipeline) -> dict[str, Any]:
+    """A pipeline's page: its plan by iteration with each stage's row, and its curve."""
+    config = parse_config(pipeline.config)
+    rows = {(s.iteration, s.name): s for s in pipeline.stages.select_related("job")}
+    iterations = []
+    steps = plan(config)
+    for it in sorted({it for it, _ in steps}):
+        iterations.append(
+            {
+                "number": it,
+                "stages": [
+                    {"name": name, "row": rows.get((it, name))} for i, name in steps if i == it
+                ],
+            }
+        )
+    return {
+        "pipeline": pipeline,
+        "iterations": iterations,
+        "curve": pipeline_curve(pipeline=pipeline),
+    }

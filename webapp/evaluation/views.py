@@ -2,21 +2,28 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
-from webapp.evaluation import pipeline as pipelines
+from webapp.common.htmx import stop_polling
 from webapp.evaluation import selectors, services
+from webapp.evaluation.demo import DEFAULT_PIPELINE_YAML
 from webapp.evaluation.forms import CheckpointsEvaluationForm, EvaluationForm, PipelineForm
-from webapp.evaluation.models import EvaluationRun, Pipeline
+from webapp.tasks.selectors import task_set_get
+from webapp.training.selectors import run_get as training_run_get
 
 CORRECTIONS = ("holm", "bonferroni", "none")
 
 
 def _ctx(**extra):
     return {"active_area": "leaderboards", **extra}
+
+
+def _correction(request) -> str:
+    correction = request.GET.get("correction", "holm")
+    return correction if correction in CORRECTIONS else "holm"
 
 
 @requires(Need.READ)
@@ -26,8 +33,8 @@ def index(request):
         "evaluation/index.html",
         _ctx(
             groups=selectors.leaderboard_index(),
-            runs=EvaluationRun.objects.select_related("policy", "task_set", "job")[:50],
-            pipelines=Pipeline.objects.select_related("job")[:20],
+            runs=selectors.evaluation_list(),
+            pipelines=selectors.pipeline_list(limit=20),
         ),
     )
 
@@ -58,37 +65,24 @@ def evaluation_new(request):
 
 @requires(Need.READ)
 def evaluation_detail(request, pk: int):
-    run = get_object_or_404(
-        EvaluationRun.objects.select_related("policy", "task_set", "job", "collect_run"), pk=pk
-    )
+    run = selectors.evaluation_get(id=pk)
     metrics = run.metrics or {}
-    pass_rows = [
-        {
-            "k": k,
-            "pass_at_k": (metrics.get("pass_at_k") or {}).get(k),
-            "pass_hat_k": (metrics.get("pass_hat_k") or {}).get(k),
-        }
-        for k in sorted((metrics.get("pass_at_k") or {}), key=int)
-    ]
     return render(
         request,
         "evaluation/evaluation_detail.html",
-        _ctx(run=run, metrics=metrics, pass_rows=pass_rows),
+        _ctx(run=run, metrics=metrics, pass_rows=selectors.pass_rows(metrics=metrics)),
     )
 
 
 @requires(Need.READ)
 def leaderboard(request, task_set: int):
-    from webapp.tasks.models import TaskSet
-
-    task_set_row = get_object_or_404(TaskSet, pk=task_set)
+    task_set_row = task_set_get(id=task_set)
     metric = request.GET.get("metric", "success")
     metric = metric if metric in ("success", "reward") else "success"
-    correction = request.GET.get("correction", "holm")
-    correction = correction if correction in CORRECTIONS else "holm"
+    correction = _correction(request)
     every_run = request.GET.get("every_run") == "1"
     board = selectors.leaderboard(
-        task_set_row, metric=metric, correction=correction, every_run=every_run
+        task_set=task_set_row, metric=metric, correction=correction, every_run=every_run
     )
     return render(
         request,
@@ -106,14 +100,13 @@ def leaderboard(request, task_set: int):
 
 @requires(Need.READ)
 def compare(request):
-    correction = request.GET.get("correction", "holm")
-    correction = correction if correction in CORRECTIONS else "holm"
+    correction = _correction(request)
     ids = [request.GET.get("a", ""), request.GET.get("b", "")]
     if not all(i.isdigit() for i in ids):
         raise Http404("Give two evaluation runs: ?a=<id>&b=<id>.")
-    run_a = get_object_or_404(EvaluationRun.objects.select_related("policy", "task_set"), pk=ids[0])
-    run_b = get_object_or_404(EvaluationRun.objects.select_related("policy", "task_set"), pk=ids[1])
-    found = selectors.comparison(run_a, run_b, correction=correction)
+    run_a = selectors.evaluation_get(id=ids[0])
+    run_b = selectors.evaluation_get(id=ids[1])
+    found = selectors.comparison(run_a=run_a, run_b=run_b, correction=correction)
     return render(
         request,
         "evaluation/compare.html",
@@ -124,9 +117,7 @@ def compare(request):
 @requires(Need.OPERATE)
 @require_POST
 def checkpoints_evaluate(request, training_run: int):
-    from webapp.training.models import TrainingRun
-
-    run = get_object_or_404(TrainingRun, pk=training_run)
+    run = training_run_get(id=training_run)
     form = CheckpointsEvaluationForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Choose a task set and k for the checkpoint evaluations.")
@@ -156,21 +147,17 @@ def checkpoints_evaluate(request, training_run: int):
 @requires(Need.READ)
 def pipeline_list(request):
     return render(
-        request,
-        "evaluation/pipelines.html",
-        _ctx(pipelines=Pipeline.objects.select_related("job", "base_policy")[:200]),
+        request, "evaluation/pipelines.html", _ctx(pipelines=selectors.pipeline_list())
     )
 
 
 @requires(Need.OPERATE)
 def pipeline_new(request):
-    from webapp.evaluation.demo import DEFAULT_PIPELINE_YAML
-
     form = PipelineForm(request.POST or None, initial={"config": DEFAULT_PIPELINE_YAML})
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            pipeline = pipelines.pipeline_launch(
+            pipeline = services.pipeline_launch(
                 name=data["name"],
                 base_policy=data["base_policy"],
                 train_task_set=data["train_task_set"],
@@ -187,37 +174,13 @@ def pipeline_new(request):
     return render(request, "evaluation/pipeline_form.html", _ctx(form=form))
 
 
-def _pipeline_context(pipeline: Pipeline) -> dict:
-    config = pipelines.parse_config(pipeline.config)
-    rows = {(s.iteration, s.name): s for s in pipeline.stages.select_related("job")}
-    iterations = []
-    steps = pipelines.plan(config)
-    for it in sorted({it for it, _ in steps}):
-        iterations.append(
-            {
-                "number": it,
-                "stages": [
-                    {"name": name, "row": rows.get((it, name))} for i, name in steps if i == it
-                ],
-            }
-        )
-    return {
-        "pipeline": pipeline,
-        "iterations": iterations,
-        "curve": selectors.pipeline_curve(pipeline),
-    }
-
-
 @requires(Need.READ)
 def pipeline_detail(request, pk: int):
-    pipeline = get_object_or_404(
-        Pipeline.objects.select_related("job", "base_policy", "train_task_set", "eval_task_set"),
-        pk=pk,
-    )
-    context = _pipeline_context(pipeline)
+    pipeline = selectors.pipeline_get(id=pk)
+    context = selectors.pipeline_context(pipeline=pipeline)
     if request.htmx:
         response = render(request, "evaluation/pipeline_detail.html#stages", context)
         if pipeline.job is not None and pipeline.job.is_terminal:
-            response.status_code = 286  # htmx: stop polling
+            return stop_polling(response)
         return response
     return render(request, "evaluation/pipeline_detail.html", _ctx(**context))

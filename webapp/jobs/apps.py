@@ -6,6 +6,6 @@ class JobsConfig(AppConfig):
     label = "jobs"
 
     def ready(self) -> None:
-        from webapp.jobs import kinds
+        from webapp.jobs import jobs
 
-        kinds.register_builtin_kinds()
+        jobs.register()

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from webapp.jobs.diagnostic import DiagnosticParams
+from webapp.jobs.jobs import DiagnosticParams
 from webapp.jobs.kinds import all_kinds
 from webapp.jobs.models import JobStatus
 

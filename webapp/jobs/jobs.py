@@ -1,25 +1,39 @@
-"""The diagnostic job: proves the path form → worker → page, and reports what this installation
-has. ``steplab check`` prints the same report without a worker."""
+"""The jobs app's own job kind: the diagnostic, which proves the path form → worker → page and
+reports what this installation has (``steplab check`` prints the same report without a worker;
+the probes are in ``selectors.system_report``)."""
 
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import time
 from typing import Any
 
-from django.conf import settings
-from django.db import connection
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-import trainer_core
 from trainer_core.errors import describe_validation_error
-from trainer_core.system import Check, probe_machine
 from webapp.common.errors import ApplicationError
 from webapp.jobs import kinds
 from webapp.jobs.context import JobContext, WaitForChildren
 from webapp.jobs.models import JobStatus
+from webapp.jobs.names import Kinds, Queue, Tasks
+from webapp.jobs.selectors import system_report
+
+
+def register() -> None:
+    kinds.register_kind(
+        kinds.JobKind(
+            name=Kinds.DIAGNOSTIC,
+            label="Diagnostic",
+            task_name=Tasks.DIAGNOSTIC,
+            queue=Queue.DEFAULT,
+            resumable=True,
+            detail_template="jobs/partials/diagnostic_detail.html",
+            description=(
+                "Runs N steps on a worker, records a metric per step and reports what this "
+                "installation has: database, broker, sandboxes, browser, torch."
+            ),
+        )
+    )
 
 
 class DiagnosticParams(BaseModel):
@@ -59,88 +73,6 @@ class DiagnosticFailure(RuntimeError):
     """The failure a diagnostic was asked to raise (fail_at_step)."""
 
 
-def _mask(url: str) -> str:
-    from webapp.jobs.services import _mask_url
-
-    return _mask_url(url)
-
-
-def probe_database() -> Check:
-    try:
-        with connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                cursor.execute("SELECT version()")
-                version = cursor.fetchone()[0].split(",")[0]
-            elif connection.vendor == "sqlite":
-                cursor.execute("SELECT sqlite_version()")
-                version = f"SQLite {cursor.fetchone()[0]}"
-                cursor.execute("PRAGMA journal_mode")
-                version += f", journal_mode={cursor.fetchone()[0]}"
-            else:
-                cursor.execute("SELECT 1")
-                version = connection.vendor
-    except Exception as exc:
-        return Check(
-            "database",
-            "error",
-            f"{connection.vendor}: {exc}",
-            "check DATABASE_URL and that the server runs",
-        )
-    name = connection.settings_dict.get("NAME")
-    return Check("database", "ok", f"{connection.vendor}: {version} (database {name})")
-
-
-def probe_broker() -> Check:
-    from webapp.config.celery import app
-
-    url = app.conf.broker_url or ""
-    try:
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=3)
-            transport = (
-                conn.transport_cls
-                if isinstance(conn.transport_cls, str)
-                else conn.transport.driver_name
-            )
-    except Exception as exc:
-        return Check(
-            "broker",
-            "error",
-            f"{_mask(url)}: {exc}",
-            "check CELERY_BROKER_URL and that the broker runs",
-        )
-    return Check("broker", "ok", f"{_mask(url)} ({transport})")
-
-
-def probe_data_dir() -> Check:
-    data_dir = settings.STEPLAB_DATA_DIR
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        probe = data_dir / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as exc:
-        return Check(
-            "data dir",
-            "error",
-            f"{data_dir}: {exc}",
-            "set STEPLAB_DATA_DIR to a writable directory",
-        )
-    free_gb = shutil.disk_usage(data_dir).free / 1e9
-    return Check("data dir", "ok", f"{data_dir} (writable, {free_gb:.1f} GB free)")
-
-
-def system_report() -> list[dict[str, str]]:
-    checks = [
-        Check("steplab", "ok", f"trainer_core {trainer_core.__version__}, pid {os.getpid()}"),
-        probe_database(),
-        probe_broker(),
-        probe_data_dir(),
-        *probe_machine(),
-    ]
-    return [c.as_dict() for c in checks]
-
-
 def _metric(step: int, steps: int) -> dict[str, float]:
     """A smooth, deterministic curve, so the chart shows something worth seeing."""
     x = step / steps
@@ -157,7 +89,7 @@ def diagnostic_run(*, ctx: JobContext) -> WaitForChildren | None:
     if params.children and ctx.stage == "":
         for index in range(params.children):
             ctx.spawn(
-                kinds.DIAGNOSTIC,
+                Kinds.DIAGNOSTIC,
                 {
                     "steps": params.steps,
                     "step_seconds": params.step_seconds,

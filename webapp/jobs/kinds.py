@@ -1,6 +1,7 @@
 """Job kinds: what each kind of job is called, which task runs it, on which queue.
 
-Apps register their kinds in ``AppConfig.ready()``. The job page renders the kind's
+Each app registers its kinds in ``<app>/jobs.py`` (``register()``, called from its
+``AppConfig.ready()``); the kind names are in ``webapp/jobs/names.py``. The job page renders the kind's
 ``detail_template`` partial (owned by the app) beside the generic parts.
 """
 
@@ -8,9 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
-from webapp.jobs import task_names
+from webapp.jobs.names import ALL_QUEUES, Queue
 
 
 @dataclass(frozen=True)
@@ -18,7 +17,7 @@ class JobKind:
     name: str
     label: str
     task_name: str
-    queue: str = "default"
+    queue: str = Queue.DEFAULT
     # True when re-running the job after its worker died is safe and skips finished work.
     resumable: bool = False
     # A template partial shown on the job page, e.g. "jobs/diagnostic_detail.html".
@@ -30,9 +29,9 @@ _KINDS: dict[str, JobKind] = {}
 
 
 def register_kind(kind: JobKind) -> JobKind:
-    if kind.queue not in settings.STEPLAB_QUEUES:
+    if kind.queue not in ALL_QUEUES:
         raise ValueError(
-            f"job kind {kind.name!r}: unknown queue {kind.queue!r}; use one of {settings.STEPLAB_QUEUES}"
+            f"job kind {kind.name!r}: unknown queue {kind.queue!r}; use one of {ALL_QUEUES}"
         )
     existing = _KINDS.get(kind.name)
     if existing is not None and existing != kind:
@@ -55,23 +54,3 @@ def find_kind(name: str) -> JobKind | None:
 
 def all_kinds() -> list[JobKind]:
     return sorted(_KINDS.values(), key=lambda k: k.label)
-
-
-DIAGNOSTIC = "diagnostic"
-
-
-def register_builtin_kinds() -> None:
-    register_kind(
-        JobKind(
-            name=DIAGNOSTIC,
-            label="Diagnostic",
-            task_name=task_names.DIAGNOSTIC,
-            queue="default",
-            resumable=True,
-            detail_template="jobs/partials/diagnostic_detail.html",
-            description=(
-                "Runs N steps on a worker, records a metric per step and reports what this "
-                "installation has: database, broker, sandboxes, browser, torch."
-            ),
-        )
-    )

@@ -1,21 +1,41 @@
-"""Reads for the job pages, the dashboard and the CLI."""
+"""Reads for the job pages, the dashboard and the CLI, and the system report (what this
+installation has: database, broker, data directory, sandboxes, browser, torch)."""
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
+from django.core.paginator import Paginator
+from django.db import connection
 from django.db.models import Count, QuerySet
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+import trainer_core
+from trainer_core.system import Check, probe_machine
+from webapp.common.masking import mask_url
 from webapp.jobs.kinds import find_kind
-from webapp.jobs.models import TERMINAL_STATUSES, Job, JobMetricPoint, JobStatus, WorkerPresence
+from webapp.jobs.models import Job, JobMetricPoint, JobStatus, WorkerPresence
 
 logger = logging.getLogger(__name__)
+
+
+def job_get(*, id: int) -> Job:
+    """The job with its user and parent; Http404 when there is none."""
+    return get_object_or_404(Job.objects.select_related("user", "parent"), pk=id)
+
+
+def job_get_or_none(*, id: int) -> Job | None:
+    """The job, or None (the CLI says so and where to look)."""
+    return Job.objects.filter(pk=id).first()
 
 
 def job_list(
@@ -33,7 +53,37 @@ def job_list(
     return qs.order_by("-created_at", "-id")
 
 
-def job_eta_seconds(job: Job, *, now=None) -> float | None:
+def job_parent_id(*, job_id: int) -> int | None:
+    """The id of the job's parent, or None."""
+    return Job.objects.filter(pk=job_id).values_list("parent_id", flat=True).first()
+
+
+def job_page(
+    *, kind: str = "", status: str = "", user_id: int | None = None, page: str | int | None = None
+):
+    """One page (50 rows) of the job list, newest first."""
+    qs = job_list(kind=kind, status=status, user_id=user_id)
+    return Paginator(qs, 50).get_page(page)
+
+
+def job_detail_context(*, job: Job) -> dict[str, Any]:
+    """What the job page (and its polled progress fragment) shows."""
+    queue_rows, _ = queue_overview() if job.status == JobStatus.QUEUED else ([], [])
+    return {
+        "job": job,
+        "kind": find_kind(job.kind),
+        "eta": job_eta_seconds(job=job),
+        "series": job_metric_series(job=job),
+        "children": job.children.select_related("user").order_by("pk")[:200],
+        "children_summary": job_children_summary(job=job),
+        "queue_warning": queue_warning_for(job=job, queue_rows=queue_rows)
+        if job.status == JobStatus.QUEUED
+        else "",
+        "stale_warning": job_stale_warning(job=job),
+    }
+
+
+def job_eta_seconds(*, job: Job, now=None) -> float | None:
     """Remaining time from the rate so far (None when it cannot be estimated)."""
     if (
         job.status != JobStatus.RUNNING
@@ -49,7 +99,7 @@ def job_eta_seconds(job: Job, *, now=None) -> float | None:
     return elapsed / job.progress * (1.0 - job.progress)
 
 
-def job_metric_series(job: Job, *, limit: int = 5000) -> dict[str, Any]:
+def job_metric_series(*, job: Job, limit: int = 5000) -> dict[str, Any]:
     """The metrics series as columns for the chart: {"steps": [...], "series": {name: [...]}}.
     Long series are thinned evenly to at most ``limit`` points."""
     points = list(
@@ -69,7 +119,7 @@ def job_metric_series(job: Job, *, limit: int = 5000) -> dict[str, Any]:
     }
 
 
-def job_children_summary(job: Job) -> dict[str, int]:
+def job_children_summary(*, job: Job) -> dict[str, int]:
     counts = dict(
         job.children.values_list("status").annotate(n=Count("id")).values_list("status", "n")
     )
@@ -115,13 +165,13 @@ def workers_online(*, now=None) -> list[WorkerRow]:
     return rows
 
 
-def broker_queue_depths(queues: list[str]) -> dict[str, int | None]:
+def broker_queue_depths(*, queues: list[str]) -> dict[str, int | None]:
     """Messages waiting in the broker per queue: Redis lists, or files of the filesystem broker."""
     url = settings.CELERY_BROKER_URL
     depths: dict[str, int | None] = dict.fromkeys(queues)
     try:
         if url.startswith(("redis://", "rediss://")):
-            import redis
+            import redis  # only the dashboard needs it: ~90 ms less for every other process
 
             client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
             try:
@@ -151,7 +201,7 @@ def queue_overview() -> tuple[list[QueueRow], list[WorkerRow]]:
     for q in queued:
         if q not in queues:
             queues.append(q)
-    depths = broker_queue_depths(queues)
+    depths = broker_queue_depths(queues=queues)
     rows = []
     for q in queues:
         consumers = [w.hostname for w in workers if w.online and q in w.queues]
@@ -159,7 +209,7 @@ def queue_overview() -> tuple[list[QueueRow], list[WorkerRow]]:
     return rows, workers
 
 
-def queue_warning_for(job: Job, queue_rows: list[QueueRow] | None = None) -> str:
+def queue_warning_for(*, job: Job, queue_rows: list[QueueRow] | None = None) -> str:
     """A warning when a queued job waits on a queue that no online worker consumes."""
     if job.status != JobStatus.QUEUED:
         return ""
@@ -174,7 +224,7 @@ def queue_warning_for(job: Job, queue_rows: list[QueueRow] | None = None) -> str
     return ""
 
 
-def job_stale_warning(job: Job, *, now=None) -> str:
+def job_stale_warning(*, job: Job, now=None) -> str:
     """A running job whose heartbeat is older than the limit: its worker has probably died."""
     if job.status != JobStatus.RUNNING or job.awaiting_children:
         return ""
@@ -207,10 +257,79 @@ def dashboard_summary() -> dict[str, Any]:
     }
 
 
-def job_kind_label(name: str) -> str:
-    kind = find_kind(name)
-    return kind.label if kind else name
+# --- the system report ------------------------------------------------------------------------
 
 
-def terminal_statuses() -> frozenset[str]:
-    return TERMINAL_STATUSES
+def probe_database() -> Check:
+    try:
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute("SELECT version()")
+                version = cursor.fetchone()[0].split(",")[0]
+            elif connection.vendor == "sqlite":
+                cursor.execute("SELECT sqlite_version()")
+                version = f"SQLite {cursor.fetchone()[0]}"
+                cursor.execute("PRAGMA journal_mode")
+                version += f", journal_mode={cursor.fetchone()[0]}"
+            else:
+                cursor.execute("SELECT 1")
+                version = connection.vendor
+    except Exception as exc:
+        return Check(
+            "database",
+            "error",
+            f"{connection.vendor}: {exc}",
+            "check DATABASE_URL and that the server runs",
+        )
+    name = connection.settings_dict.get("NAME")
+    return Check("database", "ok", f"{connection.vendor}: {version} (database {name})")
+
+
+def probe_broker() -> Check:
+    app = current_app
+    url = app.conf.broker_url or ""
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=3)
+            transport = (
+                conn.transport_cls
+                if isinstance(conn.transport_cls, str)
+                else conn.transport.driver_name
+            )
+    except Exception as exc:
+        return Check(
+            "broker",
+            "error",
+            f"{mask_url(url)}: {exc}",
+            "check CELERY_BROKER_URL and that the broker runs",
+        )
+    return Check("broker", "ok", f"{mask_url(url)} ({transport})")
+
+
+def probe_data_dir() -> Check:
+    data_dir = settings.STEPLAB_DATA_DIR
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        probe = data_dir / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        return Check(
+            "data dir",
+            "error",
+            f"{data_dir}: {exc}",
+            "set STEPLAB_DATA_DIR to a writable directory",
+        )
+    free_gb = shutil.disk_usage(data_dir).free / 1e9
+    return Check("data dir", "ok", f"{data_dir} (writable, {free_gb:.1f} GB free)")
+
+
+def system_report() -> list[dict[str, str]]:
+    checks = [
+        Check("steplab", "ok", f"trainer_core {trainer_core.__version__}, pid {os.getpid()}"),
+        probe_database(),
+        probe_broker(),
+        probe_data_dir(),
+        *probe_machine(),
+    ]
+    return [c.as_dict() for c in checks]

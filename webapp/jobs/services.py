@@ -23,22 +23,25 @@ from datetime import timedelta
 from functools import partial
 from typing import Any
 
+from celery import current_app as celery_app
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from webapp.common.errors import ApplicationError
+from webapp.common.masking import mask_url
 from webapp.jobs.kinds import find_kind, get_kind
-from webapp.jobs.models import TERMINAL_STATUSES, Job, JobMetricPoint, JobStatus
+from webapp.jobs.models import (
+    TERMINAL_STATUSES,
+    Job,
+    JobMetricPoint,
+    JobStatus,
+    WorkerPresence,
+)
+from webapp.jobs.names import ALL_QUEUES
 
 logger = logging.getLogger(__name__)
-
-
-def _celery_app():
-    from webapp.config.celery import app
-
-    return app
 
 
 def _new_task_id() -> str:
@@ -60,26 +63,17 @@ def _append_log(job: Job, line: str) -> None:
 def _send_task(job_id: int, task_name: str, task_id: str, queue: str) -> None:
     """Hand the job to the broker. Called on commit, so the worker always finds the row."""
     try:
-        _celery_app().send_task(task_name, args=[job_id], task_id=task_id, queue=queue)
+        celery_app.send_task(task_name, args=[job_id], task_id=task_id, queue=queue)
     except Exception as exc:  # the broker is down or misconfigured
-        broker = _celery_app().conf.broker_url or ""
+        broker = celery_app.conf.broker_url or ""
         message = (
-            f"Could not hand the job to the broker ({_mask_url(broker)}): {exc}. "
+            f"Could not hand the job to the broker ({mask_url(broker)}): {exc}. "
             "Check that the broker is running and CELERY_BROKER_URL is right, then launch the job again."
         )
         logger.exception("sending task %s for job %s failed", task_name, job_id)
         Job.objects.filter(pk=job_id, celery_task_id=task_id).exclude(
             status__in=TERMINAL_STATUSES
         ).update(status=JobStatus.FAILED, error=message, finished_at=timezone.now(), worker="")
-
-
-def _mask_url(url: str) -> str:
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}" if ":" in creds else f"{scheme}://{user}@{host}"
-    return url
 
 
 def _dispatch_on_commit(job: Job) -> None:
@@ -104,9 +98,9 @@ def job_enqueue(
     """Create the Job row and send its task by name once the transaction commits."""
     job_kind = get_kind(kind)
     queue = queue or job_kind.queue
-    if queue not in settings.STEPLAB_QUEUES:
+    if queue not in ALL_QUEUES:
         raise ApplicationError(
-            f"Unknown queue {queue!r}; use one of {', '.join(settings.STEPLAB_QUEUES)}."
+            f"Unknown queue {queue!r}; use one of {', '.join(ALL_QUEUES)}."
         )
     if user is not None and not getattr(user, "is_authenticated", False):
         user = None
@@ -148,7 +142,7 @@ def _revoke(task_id: str) -> None:
     if not getattr(settings, "CELERY_WORKER_ENABLE_REMOTE_CONTROL", True):
         return  # the embedded broker has no broadcast; the worker's guard skips the job anyway
     try:
-        _celery_app().control.revoke(task_id)
+        celery_app.control.revoke(task_id)
     except Exception:
         logger.warning(
             "could not broadcast revoke for %s; the worker will skip it on start", task_id
@@ -491,8 +485,6 @@ def worker_presence_record(
     *, hostname: str, queues: list[str], pid: int, concurrency: int, pool: str, started_at=None
 ) -> None:
     """A worker says it is alive and which queues it consumes (every few seconds)."""
-    from webapp.jobs.models import WorkerPresence
-
     now = timezone.now()
     WorkerPresence.objects.update_or_create(
         hostname=hostname,
@@ -516,6 +508,4 @@ def worker_presence_record(
 
 
 def worker_presence_stop(*, hostname: str) -> None:
-    from webapp.jobs.models import WorkerPresence
-
     WorkerPresence.objects.filter(hostname=hostname).update(stopped_at=timezone.now())

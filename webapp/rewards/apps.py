@@ -8,12 +8,13 @@ class RewardsConfig(AppConfig):
     def ready(self) -> None:
         from webapp.accounts.permissions import Need
         from webapp.common.seed import register_seeder
-        from webapp.rewards import scorejob
+        from webapp.rewards import jobs, selectors
         from webapp.rewards.services import rubrics_seed_builtin
-        from webapp.trajectories import bulk
+        from webapp.trajectories import bulk, hooks
 
-        scorejob.register()
+        jobs.register()
         register_seeder("rubrics", rubrics_seed_builtin)
         bulk.register(
             bulk.BulkAction("score", "Score selected", "rewards:score", Need.OPERATE, "post", 10)
         )
+        hooks.register_step_rewards(selectors.step_rewards_for_diff)

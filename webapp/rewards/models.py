@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from webapp.common.models import CreatedModel
+
 
 class Rubric(models.Model):
     class Evaluator(models.TextChoices):
@@ -37,7 +39,7 @@ class Rubric(models.Model):
         return f"{self.domain}/{self.rubric_id}"
 
 
-class RewardModel(models.Model):
+class RewardModel(CreatedModel):
     """One version of a domain's reward model: an immutable snapshot of what scoring reads."""
 
     domain = models.CharField(max_length=64, db_index=True)
@@ -48,10 +50,6 @@ class RewardModel(models.Model):
     calibration = models.JSONField(default=dict, blank=True)  # filled by the calibration issue
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
     note = models.CharField(max_length=300, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["domain", "-version"]
@@ -126,7 +124,7 @@ class JudgeCacheEntry(models.Model):
         return f"judge cache {self.key[:12]}"
 
 
-class ScoringRun(models.Model):
+class ScoringRun(CreatedModel):
     job = models.OneToOneField(
         "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="scoring_run"
     )
@@ -142,10 +140,6 @@ class ScoringRun(models.Model):
     tokens_out = models.BigIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
     stop_reason = models.CharField(max_length=300, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]
@@ -154,7 +148,7 @@ class ScoringRun(models.Model):
         return f"scoring run {self.pk}"
 
 
-class PreferencePair(models.Model):
+class PreferencePair(CreatedModel):
     class Source(models.TextChoices):
         RULES = "rules", "Built from reward scores"
         HUMAN = "human", "Human judgement"
@@ -175,10 +169,6 @@ class PreferencePair(models.Model):
     method = models.CharField(max_length=32, blank=True)
     margin = models.FloatField(null=True, blank=True)
     reward_model = models.ForeignKey(RewardModel, null=True, blank=True, on_delete=models.PROTECT)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]

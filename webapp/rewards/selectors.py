@@ -5,21 +5,33 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, QuerySet
+from django.shortcuts import get_object_or_404
 
-from webapp.rewards.models import RewardModel, StepScore, TrajectoryScore
+from webapp.common.errors import ApplicationError
+from webapp.rewards.models import (
+    PreferencePair,
+    RewardModel,
+    Rubric,
+    ScoringRun,
+    StepScore,
+    TrajectoryScore,
+)
+from webapp.trajectories import selectors as trajectory_selectors
 
 BINS = 10
 
 
-def versions_for(trajectory_id: int) -> list[RewardModel]:
+def versions_for(*, trajectory_id: int) -> list[RewardModel]:
+    """The versions that scored this trajectory, newest first."""
     ids = TrajectoryScore.objects.filter(trajectory_id=trajectory_id).values_list(
         "reward_model_id", flat=True
     )
     return list(RewardModel.objects.filter(pk__in=list(ids)).order_by("-created_at"))
 
 
-def step_scores(reward_model_id: int, trajectory_id: int) -> dict[int, StepScore]:
+def step_scores(*, reward_model_id: int, trajectory_id: int) -> dict[int, StepScore]:
+    """The step scores one version gave one trajectory, by step index."""
     return {
         s.index: s
         for s in StepScore.objects.filter(
@@ -28,7 +40,7 @@ def step_scores(reward_model_id: int, trajectory_id: int) -> dict[int, StepScore
     }
 
 
-def common_version(left_id: int, right_id: int) -> RewardModel | None:
+def common_version(*, left_id: int, right_id: int) -> RewardModel | None:
     """The newest version that scored both trajectories."""
     left = set(
         TrajectoryScore.objects.filter(trajectory_id=left_id).values_list(
@@ -44,7 +56,7 @@ def common_version(left_id: int, right_id: int) -> RewardModel | None:
     return RewardModel.objects.filter(pk__in=both).order_by("-created_at").first() if both else None
 
 
-def histogram(values: list[float]) -> list[dict[str, Any]]:
+def _histogram(values: list[float]) -> list[dict[str, Any]]:
     """Counts of totals in BINS equal bins over 0..1, with the bar width in percent."""
     counts = [0] * BINS
     for v in values:
@@ -61,7 +73,7 @@ def histogram(values: list[float]) -> list[dict[str, Any]]:
     ]
 
 
-def distributions(reward_model: RewardModel, *, by: str) -> list[dict[str, Any]]:
+def distributions(*, reward_model: RewardModel, by: str) -> list[dict[str, Any]]:
     """Score distributions of one version grouped by ``policy`` (policy or agent/model) or
     ``task``: count, mean, unscored count and a histogram per group (largest groups first)."""
     field = "trajectory__task_ref" if by == "task" else "trajectory__policy"
@@ -85,7 +97,7 @@ def distributions(reward_model: RewardModel, *, by: str) -> list[dict[str, Any]]
                 "count": len(values),
                 "unscored": unscored.get(name, 0),
                 "mean": sum(values) / len(values) if values else None,
-                "bins": histogram(values),
+                "bins": _histogram(values),
             }
         )
     return out[:50]
@@ -97,3 +109,120 @@ def versions_overview() -> list[RewardModel]:
             scored=Count("scores", distinct=True), run_count=Count("runs", distinct=True)
         ).order_by("domain", "-version")
     )
+
+
+def step_rewards_for_diff(*, left_id: int, right_id: int):
+    """The diff's step rewards (registered as ``trajectories.hooks.register_step_rewards``): the
+    newest version that scored both trajectories and its step totals, or None."""
+    version = common_version(left_id=left_id, right_id=right_id)
+    if version is None:
+        return None
+    rewards = {
+        pk: {
+            index: score.total
+            for index, score in step_scores(reward_model_id=version.pk, trajectory_id=pk).items()
+        }
+        for pk in (left_id, right_id)
+    }
+    return version, rewards
+
+
+# --- versions and rubrics --------------------------------------------------------------------
+
+
+def version_list(*, domain: str = "") -> QuerySet[RewardModel]:
+    """Every version (of ``domain``), by domain and newest version first."""
+    qs = RewardModel.objects.order_by("domain", "-version")
+    return qs.filter(domain=domain) if domain else qs
+
+
+def version_get(*, id: int | str | None) -> RewardModel:
+    """The version; Http404 when there is none."""
+    return get_object_or_404(RewardModel, pk=id)
+
+
+def version_find(*, id: int | None) -> RewardModel | None:
+    """The version, or None (the CLI says so and where to look)."""
+    return RewardModel.objects.filter(pk=id).first() if id is not None else None
+
+
+def latest_version(*, domain: str) -> RewardModel | None:
+    return RewardModel.objects.filter(domain=domain).order_by("-version").first()
+
+
+def version_detail(*, version: RewardModel, by: str) -> dict[str, Any]:
+    """What a version's page shows beside its settings: score distributions, counts, runs."""
+    return {
+        "groups": distributions(reward_model=version, by=by),
+        "scored": version.scores.count(),
+        "runs": version.runs.select_related("job")[:20],
+    }
+
+
+def rubric_domains() -> list[str]:
+    return sorted(set(Rubric.objects.values_list("domain", flat=True)))
+
+
+def rubric_list(*, domain: str) -> list[Rubric]:
+    return list(Rubric.objects.filter(domain=domain))
+
+
+def scoring_runs_recent(*, limit: int = 20) -> QuerySet[ScoringRun]:
+    return ScoringRun.objects.select_related("reward_model", "job")[:limit]
+
+
+def scoring_run_for_job(*, run_id: int | None) -> ScoringRun:
+    """The run a scoring job works on (ApplicationError: deleted since launch)."""
+    run = ScoringRun.objects.select_related("reward_model").filter(pk=run_id).first()
+    if run is None:
+        raise ApplicationError(f"Scoring run {run_id} no longer exists.")
+    return run
+
+
+def scored_ids(*, reward_model: RewardModel, trajectory_ids: list[int]) -> set[int]:
+    """Which of these trajectories this version has scored already."""
+    return set(
+        TrajectoryScore.objects.filter(
+            reward_model=reward_model, trajectory_id__in=trajectory_ids
+        ).values_list("trajectory_id", flat=True)
+    )
+
+
+def version_for_selection(*, versions: list[RewardModel], ids: list[int], raw: str | None):
+    """The version to score a selection with: the one asked for (``raw``, an id), else the
+    newest of the selection's domain, else the newest of all."""
+    if raw and raw.isdigit():
+        chosen = next((v for v in versions if v.pk == int(raw)), None)
+        if chosen is not None:
+            return chosen
+    if not ids:
+        return None
+    domains = trajectory_selectors.domains_of(ids=ids[:1000])
+    return next((v for v in versions if v.domain in domains), None) or (
+        versions[0] if versions else None
+    )
+
+
+def trajectory_score_panel(*, trajectory_id: int, version_id: str | None) -> dict[str, Any]:
+    """The score panel of a trajectory page: the totals of every version that scored it, and
+    the chosen version's (``version_id``, else the newest) per-step scores."""
+    versions = versions_for(trajectory_id=trajectory_id)
+    chosen = None
+    if version_id and version_id.isdigit():
+        chosen = next((v for v in versions if v.pk == int(version_id)), None)
+    chosen = chosen or (versions[0] if versions else None)
+    total = chosen.scores.filter(trajectory_id=trajectory_id).first() if chosen else None
+    steps = (
+        step_scores(reward_model_id=chosen.pk, trajectory_id=trajectory_id) if chosen else {}
+    )
+    return {
+        "trajectory_id": trajectory_id,
+        "versions": versions,
+        "chosen": chosen,
+        "total": total,
+        "steps": sorted(steps.values(), key=lambda s: s.index),
+    }
+
+
+def pair_list(*, limit: int = 500) -> QuerySet[PreferencePair]:
+    return PreferencePair.objects.select_related("reward_model")[:limit]

@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Max
+from django.db import connection, transaction
+from django.db.models import F, Max
 
 from trainer_core.errors import ConfigError
+from trainer_core.policies.pricing import estimate_cost, known_price
+from trainer_core.rewards.combine import LayerWeights, TotalWeights
+from trainer_core.rewards.judge import JudgeConfig
+from trainer_core.rewards.preferences import Candidate, build_pairs
+from trainer_core.rewards.rubrics import Rubric as RubricSpec
+from trainer_core.rewards.rubrics import rubric_set
+from trainer_core.rewards.scoring import RewardConfig
 from webapp.common.errors import ApplicationError
+from webapp.domains.models import DomainProfile
+from webapp.jobs.names import Kinds
+from webapp.jobs.services import job_enqueue
 from webapp.rewards.models import (
+    JudgeCacheEntry,
     PreferencePair,
     RewardModel,
     Rubric,
     ScoringRun,
+    StepScore,
     TrajectoryScore,
 )
+from webapp.trajectories.models import Trajectory
 
-SCORE_KIND = "rewards.score"
 # What one judge call is assumed to cost, for the estimate before launch.
 JUDGE_TOKENS_IN = 1500
 JUDGE_TOKENS_OUT = 150
@@ -26,10 +40,8 @@ JUDGE_TOKENS_OUT = 150
 # --- rubrics --------------------------------------------------------------------------------
 
 
-def rubrics_seed(domain: str, weights: dict[str, float] | None = None) -> int:
+def rubrics_seed(*, domain: str, weights: dict[str, float] | None = None) -> int:
     """Create the Rubric rows of ``domain`` that do not exist yet (weights from the profile)."""
-    from trainer_core.rewards.rubrics import rubric_set
-
     existing = set(Rubric.objects.filter(domain=domain).values_list("rubric_id", flat=True))
     new = [
         Rubric(
@@ -47,11 +59,11 @@ def rubrics_seed(domain: str, weights: dict[str, float] | None = None) -> int:
 
 
 def rubrics_seed_builtin() -> str:
-    from webapp.domains.models import DomainProfile
-
     created = 0
     for row in DomainProfile.objects.filter(is_current=True):
-        created += rubrics_seed(row.name, (row.data or {}).get("rubric_weights") or None)
+        created += rubrics_seed(
+            domain=row.name, weights=(row.data or {}).get("rubric_weights") or None
+        )
     made = 0
     for domain in Rubric.objects.values_list("domain", flat=True).distinct():
         if not RewardModel.objects.filter(domain=domain).exists():
@@ -96,10 +108,6 @@ def reward_model_create(
     """Snapshot the domain's rubric rows (or the given ``rubrics`` snapshot, e.g. the parent's),
     the layer and total weights, the judge config and an optional calibration into a new
     version. Scoring reads only the version, so later rubric edits change nothing here."""
-    from trainer_core.rewards.combine import LayerWeights, TotalWeights
-    from trainer_core.rewards.rubrics import Rubric as RubricSpec
-    from trainer_core.rewards.scoring import RewardConfig
-
     if rubrics is not None:
         specs = [
             RubricSpec(r["id"], r["description"], r["evaluator"], r["weight"]) for r in rubrics
@@ -122,8 +130,6 @@ def reward_model_create(
         )
         judge_data: dict[str, Any] = {}
         if judge:
-            from trainer_core.rewards.judge import JudgeConfig
-
             judge_data = JudgeConfig.from_dict(judge).to_dict()
     except (ConfigError, TypeError, ValueError) as exc:
         raise ApplicationError(f"Invalid reward-model settings: {exc}") from None
@@ -150,8 +156,6 @@ def reward_model_create(
 
 def scoring_estimate(*, reward_model: RewardModel, trajectory_ids: list[int]) -> dict[str, Any]:
     """Judge calls and cost before launch (an upper bound: cache hits cost nothing)."""
-    from webapp.trajectories.models import Trajectory
-
     counts = list(
         Trajectory.objects.filter(pk__in=trajectory_ids).values_list("step_count", flat=True)
     )
@@ -168,8 +172,6 @@ def scoring_estimate(*, reward_model: RewardModel, trajectory_ids: list[int]) ->
         "priced": True,
     }
     if reward_model.judge:
-        from trainer_core.policies.pricing import estimate_cost, known_price
-
         cap = reward_model.judge.get("max_judged_steps")
         calls = sum(min(c, cap) if cap else c for c in counts)
         model = reward_model.judge.get("model", "")
@@ -195,8 +197,6 @@ def scoring_launch(
     user=None,
     parent_job=None,
 ) -> ScoringRun:
-    from webapp.jobs.services import job_enqueue
-
     ids = sorted(set(int(i) for i in trajectory_ids))
     if not ids:
         raise ApplicationError("Select the trajectories to score first.")
@@ -211,7 +211,7 @@ def scoring_launch(
             created_by=user if getattr(user, "is_authenticated", False) else None,
         )
         run.job = job_enqueue(
-            kind=SCORE_KIND,
+            kind=Kinds.SCORE,
             params={"run_id": run.pk},
             user=user,
             parent=parent_job,
@@ -234,8 +234,6 @@ def preferences_build(
 ) -> dict[str, int]:
     """Pairs from the trajectory totals this version gave, per task. ``uncertain`` makes
     candidates for human judgement. Re-running adds only pairs that do not exist yet."""
-    from trainer_core.rewards.preferences import Candidate, build_pairs
-
     scores = TrajectoryScore.objects.filter(reward_model=reward_model, total__isnull=False)
     if trajectory_ids:
         scores = scores.filter(trajectory_id__in=trajectory_ids)
@@ -268,3 +266,166 @@ def preferences_build(
     PreferencePair.objects.bulk_create(rows, ignore_conflicts=True)
     after = PreferencePair.objects.filter(reward_model=reward_model, method=method).count()
     return {"candidates": len(candidates), "pairs": len(pairs), "created": after - before}
+
+
+# --- the scoring job's writes ----------------------------------------------------------------------
+
+
+class DatabaseJudgeCache:
+    """The judge's cache in the database, shared by every worker."""
+
+    def get(self, key: str) -> dict | None:
+        return JudgeCacheEntry.objects.filter(key=key).values_list("value", flat=True).first()
+
+    def set(self, key: str, value: dict) -> None:
+        JudgeCacheEntry.objects.bulk_create(
+            [JudgeCacheEntry(key=key, value=value)], ignore_conflicts=True
+        )
+
+
+@dataclass
+class JudgeUsageTotals:
+    """Judge calls, cache hits, tokens and cost summed over a batch of trajectories."""
+
+    calls: int = 0
+    hits: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+
+    def add(self, usage) -> None:
+        if usage is None:
+            return
+        self.calls += usage.calls
+        self.hits += usage.cache_hits
+        self.tokens_in += usage.tokens_in
+        self.tokens_out += usage.tokens_out
+        self.cost += usage.cost
+
+
+def trajectory_score_row(
+    *, reward_model: RewardModel, trajectory_id: int, result
+) -> TrajectoryScore:
+    """The (unsaved) total row of one scored trajectory."""
+    usage = result.judge_usage
+    return TrajectoryScore(
+        reward_model=reward_model,
+        trajectory_id=trajectory_id,
+        total=result.total,
+        process=result.process,
+        outcome=result.outcome,
+        efficiency=result.efficiency,
+        unscored_reason=(result.unscored_reason or "")[:300],
+        judge_calls=usage.calls if usage else 0,
+        cache_hits=usage.cache_hits if usage else 0,
+        cost_usd=usage.cost if usage else 0.0,
+    )
+
+
+def step_score_rows(*, trajectory_id: int, result, calibrated: bool):
+    """``(trajectory, index, total, raw total, rubrics JSON)`` per step of a scored trajectory;
+    the raw (uncalibrated) total only when the version has a calibration."""
+    return [
+        (
+            trajectory_id,
+            step.index,
+            step.total,
+            getattr(step, "raw_total", None) if calibrated else None,
+            rubrics_json(rubrics=step.rubrics),
+        )
+        for step in result.steps
+    ]
+
+
+def rubrics_json(*, rubrics: dict[str, Any]) -> dict[str, Any]:
+    """``{rubric: {"value", "layer"[, "rationale"][, "interpolated": true]}}`` — empty rationales
+    and ``interpolated: false`` are left out (one row per step: size matters)."""
+    out = {}
+    for rubric_id, score in rubrics.items():
+        entry: dict[str, Any] = {"value": score.value, "layer": score.layer}
+        if score.rationale and score.value is not None:
+            entry["rationale"] = score.rationale[:2000]
+        if score.interpolated:
+            entry["interpolated"] = True
+        out[rubric_id] = entry
+    return out
+
+
+_STAGE = (
+    "CREATE TEMP TABLE IF NOT EXISTS steplab_stepscore_stage2 (trajectory_id bigint, "
+    "index integer, total double precision, raw_total double precision, rubrics jsonb) "
+    "ON COMMIT DELETE ROWS"
+)
+
+
+def step_scores_insert(
+    *,
+    reward_model_id: int,
+    rows: list[tuple[int, int, float | None, float | None, dict[str, Any]]],
+) -> None:
+    """Insert step scores; a row that exists (scored by a concurrent run) is skipped. On
+    PostgreSQL: COPY into a temporary table, then INSERT ... ON CONFLICT DO NOTHING (4× faster
+    than bulk_create, whose JSON arrays are quoted on the client)."""
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
+        StepScore.objects.bulk_create(
+            [
+                StepScore(
+                    reward_model_id=reward_model_id,
+                    trajectory_id=pk,
+                    index=index,
+                    total=total,
+                    raw_total=raw_total,
+                    rubrics=rubrics,
+                )
+                for pk, index, total, raw_total, rubrics in rows
+            ],
+            ignore_conflicts=True,
+            batch_size=2000,
+        )
+        return
+    table = StepScore._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(_STAGE)
+        with cursor.cursor.copy(
+            "COPY steplab_stepscore_stage2 (trajectory_id, index, total, raw_total, rubrics) "
+            "FROM STDIN"
+        ) as copy:
+            for pk, index, total, raw_total, rubrics in rows:
+                copy.write_row((pk, index, total, raw_total, json.dumps(rubrics)))
+        cursor.execute(
+            f'INSERT INTO "{table}" (reward_model_id, trajectory_id, index, total, raw_total, '
+            "rubrics) SELECT %s, trajectory_id, index, total, raw_total, rubrics "
+            "FROM steplab_stepscore_stage2 ON CONFLICT DO NOTHING",
+            [reward_model_id],
+        )
+        cursor.execute("DELETE FROM steplab_stepscore_stage2")
+
+
+def scoring_batch_store(
+    *,
+    run: ScoringRun,
+    trajectory_rows: list[TrajectoryScore],
+    step_rows: list[tuple[int, int, float | None, float | None, dict[str, Any]]],
+    skipped: int,
+    usage: JudgeUsageTotals,
+) -> None:
+    """Store one batch's scores and add its counts to the run, in one transaction."""
+    with transaction.atomic():
+        TrajectoryScore.objects.bulk_create(trajectory_rows, ignore_conflicts=True, batch_size=1000)
+        step_scores_insert(reward_model_id=run.reward_model_id, rows=step_rows)
+        ScoringRun.objects.filter(pk=run.pk).update(
+            scored=F("scored") + len(trajectory_rows),
+            skipped=F("skipped") + skipped,
+            judge_calls=F("judge_calls") + usage.calls,
+            cache_hits=F("cache_hits") + usage.hits,
+            tokens_in=F("tokens_in") + usage.tokens_in,
+            tokens_out=F("tokens_out") + usage.tokens_out,
+            cost_usd=F("cost_usd") + usage.cost,
+        )
+
+
+def scoring_run_stop(*, run: ScoringRun, reason: str) -> None:
+    """Record why the run stopped early (spend cap)."""
+    ScoringRun.objects.filter(pk=run.pk).update(stop_reason=reason)

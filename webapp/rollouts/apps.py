@@ -7,8 +7,8 @@ class RolloutsConfig(AppConfig):
 
     def ready(self) -> None:
         from webapp.common.seed import register_seeder
-        from webapp.rollouts import collectjob
+        from webapp.rollouts import jobs
         from webapp.rollouts.services import policies_seed_builtin
 
-        collectjob.register()
+        jobs.register()
         register_seeder("policies", policies_seed_builtin)

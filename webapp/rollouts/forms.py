@@ -4,11 +4,27 @@ import json
 
 from django import forms
 
+from trainer_core.envs import list_envs
+from webapp.common.forms import JSONObjectField
 from webapp.rollouts.models import Policy
 from webapp.tasks.models import TaskSet
 
 
 class PolicyForm(forms.Form):
+    @staticmethod
+    def initial_from(policy: Policy | None) -> dict | None:
+        """The form's values for editing ``policy`` (None: a new policy)."""
+        if policy is None:
+            return None
+        return {
+            "name": policy.name,
+            "kind": policy.kind,
+            "model": policy.model,
+            "prompt_format": policy.prompt_format,
+            "parameters": json.dumps(policy.parameters, indent=2),
+            "description": policy.description,
+        }
+
     name = forms.CharField(max_length=120)
     kind = forms.ChoiceField(choices=Policy.Kind.choices)
     model = forms.CharField(
@@ -18,8 +34,9 @@ class PolicyForm(forms.Form):
         "policy, the model directory (or give model_dir below).",
     )
     prompt_format = forms.ChoiceField(choices=Policy.PromptFormat.choices)
-    parameters = forms.CharField(
-        required=False,
+    parameters = JSONObjectField(
+        what="Parameters",
+        empty={},
         widget=forms.Textarea(attrs={"rows": 6, "class": "code"}),
         help_text='JSON. API policies: {"api_key_env": "ANTHROPIC_API_KEY", "base_url": ..., '
         '"temperature": 0, "max_tokens": 1024, "system": ..., "price_in": ..., "price_out": ...}. '
@@ -29,18 +46,6 @@ class PolicyForm(forms.Form):
         "Never put a key here: name the environment variable that holds it.",
     )
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
-
-    def clean_parameters(self):
-        raw = (self.cleaned_data.get("parameters") or "").strip()
-        if not raw:
-            return {}
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("Parameters must be a JSON object.")
-        return value
 
 
 class CollectForm(forms.Form):
@@ -70,8 +75,6 @@ class CollectForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        from trainer_core.envs import list_envs
-
         self.fields["environment"].choices = [("", "the task set's environment")] + [
             (e, e) for e in list_envs()
         ]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 
+from webapp.common.models import CreatedModel
 
-class Policy(models.Model):
+
+class Policy(CreatedModel):
     """A way to choose actions: an LLM endpoint, a local model directory, or the scripted policy.
 
     Secrets are never stored: ``parameters["api_key_env"]`` names the environment variable the
@@ -31,10 +32,6 @@ class Policy(models.Model):
     )
     parameters = models.JSONField(default=dict, blank=True)
     description = models.TextField(blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -49,7 +46,7 @@ class Policy(models.Model):
         return self.kind in (self.Kind.ANTHROPIC, self.Kind.OPENAI)
 
 
-class CollectRun(models.Model):
+class CollectRun(CreatedModel):
     """Episodes of one policy on a task set, run as a job fanned out over the rollouts queue."""
 
     job = models.OneToOneField(
@@ -73,10 +70,6 @@ class CollectRun(models.Model):
     tokens_out = models.BigIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
     stop_reason = models.CharField(max_length=200, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]

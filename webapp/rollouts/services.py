@@ -1,4 +1,5 @@
-"""Policies and collect runs: create, try, estimate, launch."""
+"""Policies and collect runs: create, try, estimate, launch; and the writes of a running collect
+job (claim an episode, stream its steps, finish it, close the run)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,27 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
 
+from trainer_core.envs import make
+from trainer_core.envs import spec as env_spec
 from trainer_core.errors import ConfigError, SteplabError
+from trainer_core.policies.base import decide, play_step
+from trainer_core.policies.factory import build_policy, check_parameters
+from trainer_core.policies.pricing import estimate_cost, known_price
+from trainer_core.recording.schema import Outcome
+from trainer_core.rollouts.collect import episode_seed
+from trainer_core.tasks.model import Task as TaskSpec
 from webapp.common.errors import ApplicationError
+from webapp.jobs.names import Kinds
+from webapp.jobs.services import job_enqueue
 from webapp.rollouts.models import CollectRun, Episode, Policy
 from webapp.tasks.models import Task as TaskRow
 from webapp.tasks.models import TaskSet
-
-COLLECT_KIND = "rollouts.collect"
-EPISODES_KIND = "rollouts.collect_episodes"
+from webapp.trajectories import services as store
+from webapp.trajectories.models import Trajectory
 
 # What an average model call is assumed to cost in tokens, for the estimate before launch: the
 # system prompt with the tool list, the task, and the history so far (which grows each step).
@@ -26,8 +38,6 @@ OUTPUT_TOKENS_PER_CALL = 200
 
 
 def _check(kind: str, model: str, prompt_format: str, parameters: dict[str, Any]) -> None:
-    from trainer_core.policies.factory import check_parameters
-
     try:
         check_parameters(kind, model, prompt_format, parameters)
     except ConfigError as exc:
@@ -62,9 +72,8 @@ def policy_save(
     return policy
 
 
-def build(policy: Policy, *, seed: int = 0) -> Any:
-    from trainer_core.policies.factory import build_policy
-
+def policy_build(*, policy: Policy, seed: int = 0) -> Any:
+    """The policy object that acts (ApplicationError when it cannot be built)."""
     try:
         return build_policy(
             policy.kind,
@@ -93,10 +102,6 @@ class TryResult:
 def policy_try(*, policy: Policy, task: TaskRow) -> TryResult:
     """One step of ``policy`` on ``task``: the action it chose, its usage, and what the
     environment answered. Failures of the backend (no key, server down) become a clear error."""
-    from trainer_core.envs import make
-    from trainer_core.policies.base import decide, play_step
-    from trainer_core.tasks.model import Task as TaskSpec
-
     spec = TaskSpec.model_validate(task.data)
     env_id = task.environment or task.task_set.environment
     if not env_id:
@@ -108,7 +113,7 @@ def policy_try(*, policy: Policy, task: TaskRow) -> TryResult:
         raise ApplicationError(f"The environment {env_id!r} cannot start: {exc}") from None
     try:
         ts = env.reset(task=spec, seed=0)
-        agent = build(policy)
+        agent = policy_build(policy=policy)
         agent.reset(env.task or spec)
         decision = decide(agent, ts.observation, [], env.available_tools)
         answer = play_step(env, decision)
@@ -153,8 +158,6 @@ def _call_tokens(steps: float) -> tuple[int, int]:
 def collect_estimate(
     *, policy: Policy, task_set: TaskSet, episodes_per_task: int, max_steps: int
 ) -> Estimate:
-    from trainer_core.policies.pricing import estimate_cost, known_price
-
     tasks = list(task_set.tasks.values_list("data", flat=True))
     episodes = len(tasks) * episodes_per_task
     lengths = [
@@ -202,10 +205,6 @@ def collect_launch(
 ) -> CollectRun:
     """Create the run, one Episode row per (task, episode), and the job that plays them (a child
     of ``parent_job`` when an evaluation run or a pipeline launches it)."""
-    from trainer_core.envs import spec as env_spec
-    from trainer_core.rollouts.collect import episode_seed
-    from webapp.jobs.services import job_enqueue
-
     environment = environment or task_set.environment
     if not environment:
         raise ApplicationError(
@@ -227,7 +226,7 @@ def collect_launch(
         raise ApplicationError("Episodes per task, max steps and concurrency must be at least 1.")
     if spend_cap_usd is not None and spend_cap_usd <= 0:
         raise ApplicationError("The spend cap must be above 0 (leave it empty for no cap).")
-    build(policy)  # fail now, in the form, when the policy cannot be built
+    policy_build(policy=policy)  # fail now, in the form, when the policy cannot be built
     with transaction.atomic():
         run = CollectRun.objects.create(
             task_set=task_set,
@@ -255,7 +254,7 @@ def collect_launch(
             ]
         )
         run.job = job_enqueue(
-            kind=COLLECT_KIND,
+            kind=Kinds.COLLECT,
             params={"run_id": run.pk},
             user=user,
             parent=parent_job,
@@ -302,3 +301,196 @@ def policies_seed_builtin() -> str:
         )
         created += made
     return f"{created} created, {len(BUILTIN_POLICIES) - created} already there"
+
+
+# --- a running collect job's writes ------------------------------------------------------------
+
+
+def episodes_release(*, run: CollectRun, job_id: int) -> int:
+    """A resumed child: the episodes it had claimed go back to pending (to be played over)."""
+    orphans = run.episodes.filter(claimed_by=job_id, status=Episode.Status.RUNNING)
+    return orphans.update(status=Episode.Status.PENDING, claimed_by=None)
+
+
+def episode_claim(*, run: CollectRun, job_id: int) -> Episode | None:
+    """Claim the next pending episode for the child job ``job_id`` (row lock; SKIP LOCKED on
+    PostgreSQL, so children never wait on each other). None: nothing is left."""
+    skip = connection.features.has_select_for_update_skip_locked
+    with transaction.atomic():
+        episode = (
+            Episode.objects.select_for_update(skip_locked=skip)
+            .filter(run=run, status=Episode.Status.PENDING)
+            .order_by("task_id", "index")
+            .first()
+        )
+        if episode is None:
+            return None
+        episode.status = Episode.Status.RUNNING
+        episode.claimed_by = job_id
+        episode.attempts += 1
+        episode.started_at = timezone.now()
+        episode.save(update_fields=["status", "claimed_by", "attempts", "started_at", "updated_at"])
+    return episode
+
+
+def collect_run_stop(*, run: CollectRun, reason: str) -> None:
+    """Record why the run stops early (spend cap, cancel); the first reason stays."""
+    CollectRun.objects.filter(pk=run.pk, stop_reason="").update(stop_reason=reason)
+
+
+def episodes_cancel(*, run: CollectRun, job_id: int) -> None:
+    """The run was cancelled: the child's running episode ends failed (its trajectory truncated)
+    and skipped, and every pending episode is skipped."""
+    interrupted = run.episodes.filter(
+        claimed_by=job_id, status=Episode.Status.RUNNING
+    ).select_related("trajectory")
+    for episode in interrupted:
+        if episode.trajectory is not None:
+            store.trajectory_finish(
+                trajectory=episode.trajectory,
+                outcome={"truncated": True, "metadata": {"stopped": "cancelled"}},
+                failed=True,
+                error="the run was cancelled during this episode",
+            )
+        episode.status = Episode.Status.SKIPPED
+        episode.error = "cancelled while running"
+        episode.finished_at = timezone.now()
+        episode.save(update_fields=["status", "error", "finished_at", "updated_at"])
+    run.episodes.filter(status=Episode.Status.PENDING).update(
+        status=Episode.Status.SKIPPED, error="the run was cancelled"
+    )
+    collect_run_stop(run=run, reason="cancelled")
+
+
+def episode_begin(*, run: CollectRun, episode: Episode, task: TaskSpec) -> Trajectory:
+    """The episode's trajectory, begun under its idempotency key (a re-played episode starts its
+    trajectory over, so each step is stored once), and the episode's counters reset."""
+    task_row = episode.task
+    policy = run.policy
+    trajectory = store.trajectory_begin(
+        key=episode.idempotency_key,
+        prompt=task.prompt,
+        task=task_row,
+        task_ref=task_row.external_id,
+        domain=task_row.domain,
+        agent="steplab",
+        model=policy.model or policy.kind,
+        policy=policy.name,
+        environment=run.environment,
+        metadata={"collect_run": run.pk, "episode": episode.index, "seed": episode.seed},
+    )
+    if trajectory.step_count or trajectory.steps.exists():
+        trajectory = store.trajectory_restart(trajectory=trajectory)
+    episode.trajectory = trajectory
+    episode.steps = episode.tokens_in = episode.tokens_out = 0
+    episode.cost_usd = 0.0
+    episode.save(
+        update_fields=["trajectory", "steps", "tokens_in", "tokens_out", "cost_usd", "updated_at"]
+    )
+    return trajectory
+
+
+def episode_record_step(
+    *, run: CollectRun, episode: Episode, trajectory: Trajectory, step
+) -> None:
+    """Store one step as it happens, and add its tokens and cost to the episode and the run."""
+    store.trajectory_append_step(trajectory=trajectory, step=step)
+    cost = float(step.metadata.get("cost") or 0.0)
+    tokens_in, tokens_out = step.tokens_in or 0, step.tokens_out or 0
+    Episode.objects.filter(pk=episode.pk).update(
+        steps=step.index + 1,
+        tokens_in=F("tokens_in") + tokens_in,
+        tokens_out=F("tokens_out") + tokens_out,
+        cost_usd=F("cost_usd") + cost,
+    )
+    if cost or tokens_in or tokens_out:
+        CollectRun.objects.filter(pk=run.pk).update(
+            tokens_in=F("tokens_in") + tokens_in,
+            tokens_out=F("tokens_out") + tokens_out,
+            cost_usd=F("cost_usd") + cost,
+        )
+
+
+def episode_finish(
+    *,
+    run: CollectRun,
+    episode: Episode,
+    trajectory: Trajectory,
+    outcome: Outcome,
+    error: str,
+    stopped: str,
+    cost_usd: float,
+) -> None:
+    """The episode ended: its trajectory gets the outcome; the episode and the run's counters are
+    updated in one transaction. An ``error`` (the policy or environment broke) fails it."""
+    failed = bool(error)
+    store.trajectory_finish(
+        trajectory=trajectory, outcome=outcome, failed=failed, error=error, cost_usd=cost_usd
+    )
+    trajectory.refresh_from_db()
+    with transaction.atomic():
+        Episode.objects.filter(pk=episode.pk).update(
+            status=Episode.Status.FAILED if failed else Episode.Status.FINISHED,
+            success=None if failed else outcome.success,
+            reward=trajectory.reward,
+            steps=trajectory.step_count,
+            error=error or stopped,
+            finished_at=timezone.now(),
+        )
+        CollectRun.objects.filter(pk=run.pk).update(
+            episodes_done=F("episodes_done") + (0 if failed else 1),
+            episodes_failed=F("episodes_failed") + (1 if failed else 0),
+            successes=F("successes") + (1 if (not failed and outcome.success) else 0),
+        )
+
+
+def collect_run_close(*, run: CollectRun) -> dict[str, int]:
+    """The run's last stage: episodes left pending are skipped (with the run's stop reason),
+    episodes left running (their worker died for good) fail; returns the count per status."""
+    with transaction.atomic():
+        reason = run.stop_reason or "not played (the run stopped)"
+        run.episodes.filter(status=Episode.Status.PENDING).update(
+            status=Episode.Status.SKIPPED, error=reason
+        )
+        lost = run.episodes.filter(status=Episode.Status.RUNNING)
+        lost_count = lost.update(
+            status=Episode.Status.FAILED,
+            error="its worker stopped and the episode could not be resumed",
+            finished_at=timezone.now(),
+        )
+        if lost_count:
+            CollectRun.objects.filter(pk=run.pk).update(
+                episodes_failed=F("episodes_failed") + lost_count
+            )
+    run.refresh_from_db()
+    return {status: run.episodes.filter(status=status).count() for status in Episode.Status.values}
+
+
+def policy_with_temperature(*, policy: Policy, temperature: float | None) -> Policy:
+    """``policy`` itself, or a sibling of a local policy that samples at ``temperature`` (made
+    once, reused after): GRPO groups need sampled, not greedy, episodes."""
+    if temperature is None or policy.kind != Policy.Kind.LOCAL:
+        return policy
+    if float((policy.parameters or {}).get("temperature", 0.0)) == float(temperature):
+        return policy
+    name = f"{policy.name}@t{temperature:g}"[:120]
+    sibling, _ = Policy.objects.get_or_create(
+        name=name,
+        defaults={
+            "kind": policy.kind,
+            "model": policy.model,
+            "prompt_format": policy.prompt_format,
+            "parameters": {**(policy.parameters or {}), "temperature": float(temperature)},
+            "description": f"{policy.name} sampling at temperature {temperature:g}.",
+        },
+    )
+    return sibling
+
+
+def policy_add_parameters(*, policy: Policy, parameters: dict[str, Any]) -> Policy:
+    """Add (or replace) some of a policy's parameters, e.g. the prompt a registered checkpoint
+    inherits from the policy it was trained from."""
+    if parameters:
+        policy.parameters = {**policy.parameters, **parameters}
+        policy.save(update_fields=["parameters"])
+    return policy

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 
+from webapp.common.models import CreatedModel
 
-class TaskSet(models.Model):
+
+class TaskSet(CreatedModel):
     class Source(models.TextChoices):
         BUILTIN = "builtin", "Built in"
         IMPORT = "import", "Imported"
@@ -16,10 +17,6 @@ class TaskSet(models.Model):
     domain = models.CharField(max_length=64, db_index=True, blank=True)
     environment = models.CharField(max_length=120, blank=True)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.IMPORT)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -1,6 +1,10 @@
+"""Reads of tasks and task sets."""
+
 from __future__ import annotations
 
+from django.core.paginator import Paginator
 from django.db.models import Count
+from django.shortcuts import get_object_or_404
 
 from webapp.tasks.models import Task, TaskSet
 
@@ -25,3 +29,23 @@ def task_list(*, task_set: TaskSet | None = None, domain: str = "", query: str =
 
 def domains_in_use() -> list[str]:
     return sorted(set(TaskSet.objects.values_list("domain", flat=True)) - {""})
+
+
+def task_set_get(*, id: int) -> TaskSet:
+    """The task set; Http404 when there is none."""
+    return get_object_or_404(TaskSet, pk=id)
+
+
+def task_set_find(*, name: str) -> TaskSet | None:
+    """The task set named ``name``, or None (the CLI says so and where to look)."""
+    return TaskSet.objects.filter(name=name).first()
+
+
+def task_page(*, task_set: TaskSet, query: str = "", page: str | int | None = None):
+    """One page (50) of a task set's tasks matching ``query``."""
+    return Paginator(task_list(task_set=task_set, query=query), 50).get_page(page)
+
+
+def task_get(*, id: int) -> Task:
+    """The task with its set; Http404 when there is none."""
+    return get_object_or_404(Task.objects.select_related("task_set"), pk=id)

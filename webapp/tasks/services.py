@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from pydantic import ValidationError
 
 from trainer_core.errors import describe_validation_error
 from trainer_core.tasks.files import TaskFileError, load_tasks
 from trainer_core.tasks.model import Task as TaskSpec
+from trainer_core.tasks.suites import builtin_suites
 from webapp.common.errors import ApplicationError
 from webapp.tasks.models import Task, TaskSet
 
@@ -86,8 +88,6 @@ def task_set_import(
 
 def task_update(*, task: Task, data: dict[str, Any]) -> Task:
     """An operator's edit of one task: validated like an imported one."""
-    from pydantic import ValidationError
-
     try:
         spec = TaskSpec.model_validate(data)
     except ValidationError as exc:
@@ -111,8 +111,6 @@ def task_update(*, task: Task, data: dict[str, Any]) -> Task:
 
 def task_sets_seed_builtin() -> str:
     """Load the built-in suites as task sets; re-running updates them in place."""
-    from trainer_core.tasks.suites import builtin_suites
-
     counts = []
     for suite in builtin_suites().values():
         with transaction.atomic():

@@ -3,14 +3,12 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
-from django.core.paginator import Paginator
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
 from webapp.tasks import selectors, services
 from webapp.tasks.forms import TaskEditForm, TaskImportForm
-from webapp.tasks.models import Task, TaskSet
 
 
 @requires(Need.READ)
@@ -27,11 +25,9 @@ def task_sets(request):
 
 @requires(Need.READ)
 def task_set_detail(request, pk: int):
-    task_set = get_object_or_404(TaskSet, pk=pk)
+    task_set = selectors.task_set_get(id=pk)
     query = request.GET.get("q", "").strip()
-    page = Paginator(selectors.task_list(task_set=task_set, query=query), 50).get_page(
-        request.GET.get("page")
-    )
+    page = selectors.task_page(task_set=task_set, query=query, page=request.GET.get("page"))
     return render(
         request,
         "tasks/set_detail.html",
@@ -41,7 +37,7 @@ def task_set_detail(request, pk: int):
 
 @requires(Need.READ)
 def task_detail(request, pk: int):
-    task = get_object_or_404(Task.objects.select_related("task_set"), pk=pk)
+    task = selectors.task_get(id=pk)
     data = task.data
     context = {
         "active_area": "tasks",
@@ -56,7 +52,7 @@ def task_detail(request, pk: int):
 
 @requires(Need.OPERATE)
 def task_edit(request, pk: int):
-    task = get_object_or_404(Task.objects.select_related("task_set"), pk=pk)
+    task = selectors.task_get(id=pk)
     form = TaskEditForm(
         request.POST or None, initial={"data": json.dumps(task.data, indent=2, ensure_ascii=False)}
     )

@@ -6,6 +6,6 @@ class TrainingConfig(AppConfig):
     label = "training"
 
     def ready(self) -> None:
-        from webapp.training import services
+        from webapp.training import jobs
 
-        services.register()
+        jobs.register()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 
+from webapp.common.models import CreatedModel
 
-class TrainingRun(models.Model):
+
+class TrainingRun(CreatedModel):
     class Method(models.TextChoices):
         SFT = "sft", "SFT"
         DPO = "dpo", "DPO"
@@ -28,10 +29,6 @@ class TrainingRun(models.Model):
     job = models.OneToOneField(
         "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="training_run"
     )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["-id"]

@@ -1,10 +1,11 @@
-"""Training runs: build the trainer's config from a form, preview it as YAML, run it as a job on
-the ``gpu`` queue (CPU where there is no GPU), record checkpoints, register one as a Policy."""
+"""Training runs: build the trainer's config from a form, preview it as YAML, launch it as a
+job on the ``gpu`` queue (CPU where there is no GPU; the runner is in ``jobs.py``), record
+checkpoints, register one as a Policy."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -13,43 +14,32 @@ from django.conf import settings
 from django.db import transaction
 
 from trainer_core.errors import ConfigError
+from trainer_core.training.checkpoint import list_checkpoints
+from trainer_core.training.config import config_from_dict, config_help, config_to_yaml
+from trainer_core.training.methods import METHODS
+from trainer_core.training.methods import config_class as trainer_config_class
 from webapp.common.errors import ApplicationError
-from webapp.jobs import kinds, task_names
-from webapp.jobs.context import JobContext
+from webapp.jobs.names import Kinds
+from webapp.jobs.services import job_enqueue
+from webapp.rollouts.models import Policy
+from webapp.rollouts.services import policy_save
 from webapp.training.models import Checkpoint, TrainingRun
+from webapp.training.selectors import dataset_train_path
 
-KIND = "training.train"
-METHODS = {"sft": "SFTConfig", "dpo": "DPOConfig", "grpo": "GRPOConfig"}
 # fields the run fills in itself (not shown in the form)
 MANAGED = ("model_dir", "output_dir", "dataset", "resume_from")
 
 
-def register() -> None:
-    kinds.register_kind(
-        kinds.JobKind(
-            name=KIND,
-            label="Train a policy",
-            task_name=task_names.TRAIN,
-            queue="gpu",
-            resumable=True,
-            detail_template="training/partials/train_job_detail.html",
-            description="SFT / DPO / GRPO on a dataset snapshot; checkpoints become policies.",
-        )
-    )
-
-
-def config_class(method: str):
+def config_class(*, method: str):
+    """The trainer's config dataclass of ``method`` (ApplicationError for an unknown one)."""
     if method not in METHODS:
         raise ApplicationError(f"Unknown method {method!r}; use one of {', '.join(METHODS)}.")
-    module = importlib.import_module(f"trainer_core.training.{method}")
-    return getattr(module, METHODS[method])
+    return trainer_config_class(method)
 
 
-def form_fields(method: str) -> list[dict[str, Any]]:
+def form_fields(*, method: str) -> list[dict[str, Any]]:
     """The config's fields with their defaults and help text (the dataclass docstrings)."""
-    from trainer_core.training.common import config_help
-
-    cls = config_class(method)
+    cls = config_class(method=method)
     helps = config_help(cls)
     out = []
     for f in dataclasses.fields(cls):
@@ -76,8 +66,6 @@ def _coerce(value: str, default: Any) -> Any:
     if isinstance(default, float):
         return float(value)
     if isinstance(default, (list, tuple, dict)):
-        import json
-
         return json.loads(value) if value else default
     return value
 
@@ -86,10 +74,8 @@ def build_config(
     *, method: str, values: dict[str, Any], base_model: str, dataset_path: str, output_dir: str
 ):
     """The trainer's config from form values (strings) over the dataclass defaults."""
-    from trainer_core.training.common import config_from_dict
-
     data: dict[str, Any] = {}
-    for field in form_fields(method):
+    for field in form_fields(method=method):
         if field["name"] in values and values[field["name"]] not in (None, ""):
             try:
                 data[field["name"]] = _coerce(values[field["name"]], field["default"])
@@ -99,22 +85,9 @@ def build_config(
             data[field["name"]] = False
     data.update(model_dir=base_model, output_dir=output_dir, dataset=dataset_path)
     try:
-        return config_from_dict(config_class(method), data)
+        return config_from_dict(config_class(method=method), data)
     except ConfigError as exc:
         raise ApplicationError(f"Invalid training configuration: {exc}") from None
-
-
-def dataset_file(snapshot) -> str:
-    """The training split of a dataset snapshot."""
-    if not snapshot.directory:
-        raise ApplicationError(f"Dataset {snapshot.name!r} has no files yet (is its export done?).")
-    path = Path(snapshot.directory) / "data" / "train.jsonl"
-    if not path.exists():
-        found = sorted(Path(snapshot.directory).glob("**/*train*.jsonl"))
-        if not found:
-            raise ApplicationError(f"Dataset {snapshot.name!r} has no train split file.")
-        path = found[0]
-    return str(path)
 
 
 def _slug(text: str) -> str:
@@ -135,13 +108,13 @@ def base_model_dir(*, base_model: str = "", checkpoint: Checkpoint | None = None
 
 
 def preview(*, method: str, values: dict[str, Any], base_model: str, dataset=None) -> str:
-    from trainer_core.training.common import config_to_yaml
-
     config = build_config(
         method=method,
         values=values,
         base_model=base_model or "(base model)",
-        dataset_path=dataset_file(dataset) if dataset is not None and dataset.directory else "",
+        dataset_path=dataset_train_path(snapshot=dataset)
+        if dataset is not None and dataset.directory
+        else "",
         output_dir=str(Path(settings.STEPLAB_DATA_DIR) / "training" / "<run>"),
     )
     return config_to_yaml(config)
@@ -158,13 +131,10 @@ def training_launch(
     user=None,
     parent_job=None,
 ) -> TrainingRun:
-    from trainer_core.training.common import config_to_yaml
-    from webapp.jobs.services import job_enqueue
-
     model_dir = base_model_dir(base_model=base_model, checkpoint=checkpoint)
     if method in ("sft", "dpo") and dataset is None:
         raise ApplicationError(f"{method.upper()} needs a dataset snapshot.")
-    data_path = dataset_file(dataset) if dataset is not None else ""
+    data_path = dataset_train_path(snapshot=dataset) if dataset is not None else ""
     with transaction.atomic():
         run = TrainingRun.objects.create(
             name=name,
@@ -186,74 +156,29 @@ def training_launch(
         run.config_yaml = config_to_yaml(config)
         run.output_dir = str(output)
         run.job = job_enqueue(
-            kind=KIND, params={"run_id": run.pk}, user=user, parent=parent_job,
+            kind=Kinds.TRAIN, params={"run_id": run.pk}, user=user, parent=parent_job,
             message="Waiting for a gpu-queue worker.",
         )  # fmt: skip
         run.save()
     return run
 
 
-def find_checkpoints(output_dir: str) -> list[tuple[int, Path]]:
-    """The complete ``checkpoint-<step>`` directories a trainer wrote, by step."""
-    from trainer_core.training.common import TRAINER_STATE
-
-    found = []
-    root = Path(output_dir)
-    if root.is_dir():
-        for child in root.glob("checkpoint-*"):
-            suffix = child.name.removeprefix("checkpoint-")
-            if suffix.isdigit() and (child / TRAINER_STATE).is_file():
-                found.append((int(suffix), child))
-    return sorted(found)
-
-
-def _record_checkpoints(run: TrainingRun, metrics: dict[str, Any]) -> list[Checkpoint]:
+def training_run_record(*, run: TrainingRun, summary: dict[str, Any]) -> list[Checkpoint]:
+    """A finished run: its result summary, and a Checkpoint row per complete checkpoint it
+    wrote (the layout is trainer_core.training.checkpoint's)."""
+    run.result = summary
+    run.save(update_fields=["result"])
     made = []
-    for step, path in find_checkpoints(run.output_dir):
+    for step, path in list_checkpoints(run.output_dir):
         checkpoint, _ = Checkpoint.objects.get_or_create(
-            run=run, step=step, defaults={"path": str(path), "metrics": metrics}
+            run=run, step=step, defaults={"path": str(path), "metrics": summary}
         )
         made.append(checkpoint)
     return made
 
 
-def train_run(*, ctx: JobContext) -> None:
-    from trainer_core.training.common import config_from_dict
-
-    run = TrainingRun.objects.filter(pk=ctx.params.get("run_id")).first()
-    if run is None:
-        raise ApplicationError(f"Training run {ctx.params.get('run_id')} no longer exists.")
-    module = importlib.import_module(f"trainer_core.training.{run.method}")
-    data = dict(run.config)
-    existing = find_checkpoints(run.output_dir)
-    if existing and ctx.resumed:
-        data["resume_from"] = str(existing[-1][1])
-        ctx.log(f"attempt {ctx.attempt}: resuming from {existing[-1][1]}")
-    config = config_from_dict(config_class(run.method), data)
-    ctx.progress(0.0, f"Training {run.method.upper()} from {run.base_model}…", force=True)
-    try:
-        result = module.train(config, on_progress=ctx.on_progress)
-    except ConfigError as exc:
-        raise ApplicationError(f"Training cannot start: {exc}") from None
-    summary = {
-        key: value
-        for key, value in (
-            dataclasses.asdict(result) if dataclasses.is_dataclass(result) else dict(result)
-        ).items()
-        if isinstance(value, (int, float, str)) or value is None
-    }
-    run.result = summary
-    run.save(update_fields=["result"])
-    checkpoints = _record_checkpoints(run, summary)
-    ctx.set_result(checkpoints=[c.step for c in checkpoints], **summary)
-    ctx.progress(1.0, f"Done: {len(checkpoints)} checkpoint(s).", force=True)
-
-
 def checkpoint_register(*, checkpoint: Checkpoint, name: str = "", user=None):
     """A local-model Policy that plays this checkpoint (collect jobs can use it at once)."""
-    from webapp.rollouts.models import Policy
-    from webapp.rollouts.services import policy_save
-
     if checkpoint.policy_id:
         return checkpoint.policy
     run = checkpoint.run

@@ -7,9 +7,9 @@ class TrajectoriesConfig(AppConfig):
 
     def ready(self) -> None:
         from webapp.accounts.permissions import Need
-        from webapp.trajectories import bulk, importjob
+        from webapp.trajectories import bulk, jobs
 
-        importjob.register()
+        jobs.register()
         bulk.register(
             bulk.BulkAction(
                 "export", "Export selected (JSONL)", "trajectories:export_selection", Need.READ

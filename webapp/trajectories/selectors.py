@@ -6,14 +6,20 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
+from django.core.cache import cache
 from django.db import connection
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.shortcuts import get_object_or_404
 
+from trainer_core.recording.align import align_steps, param_diff, reward_delta, text_diff
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
+from webapp.trajectories import hooks
 from webapp.trajectories.models import Step as StepRow
 from webapp.trajectories.models import Trajectory as TrajectoryRow
 
 PAGE_SIZE = 50
+OBSERVATION_PREVIEW = 2000
+FIRST_SCREEN_STEPS = 200
 
 #: name → (label, column, descending). Every order ends with the id, so pages are stable.
 SORTS: dict[str, tuple[str, str, bool]] = {
@@ -113,7 +119,7 @@ def _search(qs: QuerySet, q: str) -> QuerySet:
     return qs.filter(Q(Exists(matching)) | Q(prompt__icontains=q))
 
 
-def trajectory_list(filters: Filters) -> QuerySet[TrajectoryRow]:
+def trajectory_list(*, filters: Filters) -> QuerySet[TrajectoryRow]:
     qs = TrajectoryRow.objects.all()
     for name in ("domain", "agent", "model", "policy", "source", "status"):
         value = getattr(filters, name)
@@ -180,7 +186,7 @@ def _after(qs: QuerySet, column: str, descending: bool, value: Any, last_id: int
     )
 
 
-def encode_cursor(row: TrajectoryRow, sort: str) -> str:
+def _encode_cursor(row: TrajectoryRow, sort: str) -> str:
     _, column, _ = SORTS.get(sort, SORTS["newest"])
     if column == "id":
         return str(row.pk)
@@ -188,7 +194,7 @@ def encode_cursor(row: TrajectoryRow, sort: str) -> str:
     return f"{'' if value is None else repr(value)}~{row.pk}"
 
 
-def decode_cursor(cursor: str, sort: str) -> tuple[Any, int] | None:
+def _decode_cursor(cursor: str, sort: str) -> tuple[Any, int] | None:
     _, column, _ = SORTS.get(sort, SORTS["newest"])
     try:
         if column == "id":
@@ -201,8 +207,8 @@ def decode_cursor(cursor: str, sort: str) -> tuple[Any, int] | None:
 
 
 def keyset_page(
-    qs: QuerySet[TrajectoryRow],
     *,
+    qs: QuerySet[TrajectoryRow],
     before: int | None = None,
     cursor: str | None = None,
     sort: str = "newest",
@@ -213,20 +219,18 @@ def keyset_page(
     _, column, descending = SORTS.get(sort, SORTS["newest"])
     if cursor is None and before is not None:
         cursor = str(before)
-    decoded = decode_cursor(cursor, sort) if cursor else None
+    decoded = _decode_cursor(cursor, sort) if cursor else None
     if decoded is not None:
         qs = _after(qs, column, descending, decoded[0], decoded[1])
     rows = list(qs[: PAGE_SIZE + 1])
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
-    return rows, (encode_cursor(rows[-1], sort) if more and rows else None)
+    return rows, (_encode_cursor(rows[-1], sort) if more and rows else None)
 
 
-def distinct_values(field: str) -> list[str]:
+def distinct_values(*, field: str) -> list[str]:
     """The values of a summary column, for the filter menus. A DISTINCT scans the whole table,
     so the answer is cached for a minute."""
-    from django.core.cache import cache
-
     key = f"trajectories:distinct:{field}"
     values = cache.get(key)
     if values is None:
@@ -237,7 +241,7 @@ def distinct_values(field: str) -> list[str]:
     return values
 
 
-def trajectory_spec(row: TrajectoryRow) -> Trajectory:
+def trajectory_spec(*, row: TrajectoryRow) -> Trajectory:
     """The stored trajectory in the canonical schema (for download and diff)."""
     steps = [
         Step(
@@ -277,7 +281,7 @@ def trajectory_spec(row: TrajectoryRow) -> Trajectory:
     )
 
 
-def trajectory_specs(ids: list[int]) -> dict[int, Trajectory]:
+def trajectory_specs(*, ids: list[int]) -> dict[int, Trajectory]:
     """Many stored trajectories in the canonical schema with two queries (for scoring jobs).
     Values come from the database, already validated on the way in, so they are not validated
     again (``model_construct``)."""
@@ -317,14 +321,13 @@ def trajectory_specs(ids: list[int]) -> dict[int, Trajectory]:
     return out
 
 
-def diff_context(left: TrajectoryRow, right: TrajectoryRow) -> dict:
+def diff_context(*, left: TrajectoryRow, right: TrajectoryRow) -> dict:
     """The aligned rows of two trajectories for the diff table (also used by pairwise
-    annotation)."""
-    from trainer_core.recording.align import align_steps, param_diff, reward_delta, text_diff
-
+    annotation). When a reward-model version scored both (``hooks.step_rewards``), its step
+    totals are the steps' rewards, so the diff shows the per-step reward differences."""
     left_steps = list(left.steps.order_by("index"))
     right_steps = list(right.steps.order_by("index"))
-    scored_by = _use_step_scores(left, right, left_steps, right_steps)
+    scored_by = _use_step_rewards(left, right, left_steps, right_steps)
     alignment = align_steps(left_steps, right_steps)
     rows = []
     for position, aligned in enumerate(alignment.rows):
@@ -355,17 +358,118 @@ def diff_context(left: TrajectoryRow, right: TrajectoryRow) -> dict:
     }
 
 
-def _use_step_scores(left, right, left_steps, right_steps):
-    """When one reward-model version scored both trajectories, its step totals become the
-    steps' rewards for the diff (the per-step reward differences); returns that version."""
-    from webapp.rewards.selectors import common_version, step_scores
-
-    version = common_version(left.pk, right.pk)
-    if version is None:
+def _use_step_rewards(left, right, left_steps, right_steps):
+    """Replace the steps' rewards by a common reward-model version's step totals; returns that
+    version (None: none scored both, and the stored rewards stay)."""
+    found = hooks.step_rewards(left.pk, right.pk)
+    if found is None:
         return None
+    version, rewards = found
     for row, steps in ((left, left_steps), (right, right_steps)):
-        scores = step_scores(version.pk, row.pk)
+        by_index = rewards.get(row.pk, {})
         for step in steps:
-            score = scores.get(step.index)
-            step.reward = score.total if score is not None else None
+            step.reward = by_index.get(step.index)
     return version
+
+
+# --- one trajectory, for the pages ---------------------------------------------------------------
+
+
+def trajectory_get(*, id: int) -> TrajectoryRow:
+    """The trajectory with its source file and task; Http404 when there is none."""
+    return get_object_or_404(TrajectoryRow.objects.select_related("source_file", "task"), pk=id)
+
+
+def step_get(*, trajectory_id: int, index: int) -> StepRow:
+    """One step; Http404 when there is none."""
+    return get_object_or_404(StepRow, trajectory_id=trajectory_id, index=index)
+
+
+def trajectory_steps_chunk(*, trajectory: TrajectoryRow, after: int | None) -> dict[str, Any]:
+    """One chunk of steps after index ``after`` (None: from the start), and what follows it: a
+    "show more" button when more steps are stored, a poller while the trajectory runs."""
+    qs = trajectory.steps.order_by("index")
+    if after is not None:
+        qs = qs.filter(index__gt=after)
+    steps = list(qs[: FIRST_SCREEN_STEPS + 1])
+    more = len(steps) > FIRST_SCREEN_STEPS
+    steps = steps[:FIRST_SCREEN_STEPS]
+    for step in steps:
+        step.preview = step.observation[:OBSERVATION_PREVIEW]
+        step.cut = len(step.observation) > OBSERVATION_PREVIEW
+    last_index = steps[-1].index if steps else (after if after is not None else -1)
+    remaining = 0
+    if more:
+        remaining = trajectory.steps.filter(index__gt=last_index).count()
+    return {
+        "row": trajectory,
+        "steps": steps,
+        "after": after,
+        "last_index": last_index,
+        "more_steps": remaining,
+        "chunk": min(FIRST_SCREEN_STEPS, remaining),
+        "live": trajectory.status == TrajectoryRow.Status.RUNNING,
+    }
+
+
+def trajectories_jsonl(*, ids: list[int]) -> str:
+    """The trajectories with these ids as canonical JSONL (steplab-jsonl), by id."""
+    rows = TrajectoryRow.objects.filter(pk__in=ids).order_by("pk")
+    return "".join(trajectory_spec(row=row).to_json() + "\n" for row in rows)
+
+
+def list_choices() -> dict[str, list[str]]:
+    """The values offered in the list page's filter menus."""
+    return {
+        name: distinct_values(field=name) for name in ("domain", "agent", "model", "source_format")
+    }
+
+
+def selection_ids(*, data, limit: int = 100_000, not_filters: tuple[str, ...] = ()) -> list[int]:
+    """Trajectory ids from a list selection (``selected``) or, with ``all_matching``, of every
+    trajectory the list's filters match (at most ``limit``). ``not_filters`` names form fields
+    that travel with the query but are not filters."""
+    selected = [int(i) for i in data.getlist("selected") if str(i).isdigit()]
+    if selected:
+        return selected[:limit]
+    if data.get("all_matching"):
+        query = data.copy()
+        for name in not_filters:
+            query.pop(name, None)
+        qs = trajectory_list(filters=Filters.from_query(query))
+        return list(qs.values_list("pk", flat=True)[:limit])
+    return []
+
+
+def domains_of(*, ids: list[int]) -> set[str]:
+    """The domains of these trajectories."""
+    return set(TrajectoryRow.objects.filter(pk__in=ids).values_list("domain", flat=True))
+
+
+def step_counts(*, ids: list[int]) -> list[int]:
+    """The step count of each of these trajectories."""
+    return list(TrajectoryRow.objects.filter(pk__in=ids).values_list("step_count", flat=True))
+
+
+def reference_steps(*, ids: list[int]) -> dict[int, int]:
+    """The length of the reference solution of each trajectory's task, where it has one (the
+    efficiency rubric compares against it)."""
+    out: dict[int, int] = {}
+    rows = TrajectoryRow.objects.filter(pk__in=ids, task__isnull=False).values_list(
+        "pk", "task__data"
+    )
+    for pk, data in rows:
+        data = data or {}
+        steps = data.get("reference_steps") or len(data.get("reference_solution") or [])
+        if steps:
+            out[pk] = int(steps)
+    return out
+
+
+def collected_ids(*, collect_run_id: int) -> list[int]:
+    """The finished trajectories a collect run streamed (their idempotency keys name the run)."""
+    return list(
+        TrajectoryRow.objects.filter(
+            idempotency_key__startswith=f"collect-{collect_run_id}:", status="finished"
+        ).values_list("pk", flat=True)
+    )

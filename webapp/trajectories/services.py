@@ -1,5 +1,8 @@
 """Trajectory services: two ways in.
 
+* upload: files from the import form are staged on disk (``uploads_stage``) and imported at once
+  (``trajectories_import_uploads``) or by a worker (``trajectories_import_enqueue``; the runner is
+  in ``jobs.py``).
 * import: canonical trajectories from ``trainer_core.recording.importers``; a content hash over the
   ordered (tool, params, observation) sequence is unique among imports, so re-importing writes
   nothing and reports the duplicates. All or nothing. Steps go in with COPY on PostgreSQL.
@@ -13,19 +16,27 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import secrets
+import tempfile
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from trainer_core.recording.importers import ImportResult
+from trainer_core.recording.importers import ImportFailure, ImportResult, import_path
 from trainer_core.recording.schema import Outcome as OutcomeSpec
 from trainer_core.recording.schema import Step as StepSpec
 from trainer_core.recording.schema import Trajectory as TrajectorySpec
 from webapp.common.errors import ApplicationError
+from webapp.jobs.models import Job
+from webapp.jobs.names import Kinds
+from webapp.jobs.services import job_enqueue
+from webapp.trajectories.content import content_hash, without_nul
 from webapp.trajectories.models import SourceFile, Step, Trajectory
 
 STEP_COLUMNS = [
@@ -44,16 +55,6 @@ STEP_COLUMNS = [
     "reward",
     "metadata",
 ]
-
-
-def content_hash(trajectory: TrajectorySpec) -> str:
-    """The ordered (tool, params, observation) sequence, with the task prompt and the outcome so
-    that trajectories without steps (a model that answered directly) stay distinct."""
-    sequence = [[s.tool, s.params, s.observation] for s in trajectory.steps]
-    payload = [trajectory.task.prompt, sequence, trajectory.outcome.model_dump(mode="json")]
-    return hashlib.sha256(
-        json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str).encode()
-    ).hexdigest()
 
 
 def _summary(spec: TrajectorySpec) -> dict[str, Any]:
@@ -101,7 +102,7 @@ WHERE t.id = ANY(%s)
 """
 
 
-def trajectories_index_for_search(ids: list[int]) -> None:
+def trajectories_index_for_search(*, ids: list[int]) -> None:
     """Refresh the full-text search document of these trajectories (PostgreSQL; SQLite searches
     by substring and needs nothing)."""
     if connection.vendor != "postgresql" or not ids:
@@ -109,19 +110,6 @@ def trajectories_index_for_search(ids: list[int]) -> None:
     with connection.cursor() as cursor:
         for start in range(0, len(ids), 1000):
             cursor.execute(SEARCH_UPDATE, [list(ids[start : start + 1000])])
-
-
-def without_nul(value: Any) -> Any:
-    """``value`` with NUL characters replaced by U+FFFD, in strings, keys and nested JSON: PostgreSQL
-    text and JSON cannot hold NUL, and a model's or a tool's output may contain it (a sampling
-    model emits any token). Nothing else changes."""
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd") if "\x00" in value else value
-    if isinstance(value, dict):
-        return {without_nul(k): without_nul(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [without_nul(v) for v in value]
-    return value
 
 
 def _step_row(trajectory_id: int, step: StepSpec) -> Step:
@@ -257,7 +245,7 @@ def trajectories_import(
             steps.extend(_step_row(row.pk, s) for s in spec.steps)
         _insert_steps(steps)
         summary.created = [row.pk for row in created_rows]
-        trajectories_index_for_search(summary.created)
+        trajectories_index_for_search(ids=summary.created)
         for result in results:
             summary.files.append(
                 {
@@ -371,7 +359,7 @@ def trajectory_finish(
         trajectory.cost_usd = cost_usd
     trajectory.step_count = trajectory.steps.count()
     trajectory.save()
-    trajectories_index_for_search([trajectory.pk])
+    trajectories_index_for_search(ids=[trajectory.pk])
     return trajectory
 
 
@@ -381,10 +369,6 @@ def trajectories_import_files(
     """Read and parse every file first (any failure: nothing is written), then store them.
     ``on_parsed(done, total, results_so_far)`` is called after each file (the import job reports
     progress with it)."""
-    from pathlib import Path
-
-    from trainer_core.recording.importers import ImportFailure, import_path
-
     results: list[ImportResult] = []
     raw: dict[str, bytes] = {}
     for number, path in enumerate(paths, start=1):
@@ -413,3 +397,60 @@ def trajectories_tag(*, ids: list[int], tag: str) -> int:
                 row.save(update_fields=["tags"])
                 changed += 1
     return changed
+
+
+# --- uploads -------------------------------------------------------------------------------------
+
+
+def uploads_root() -> Path:
+    """Where uploads wait for their import: ``STEPLAB_DATA_DIR/uploads``."""
+    return Path(settings.STEPLAB_DATA_DIR) / "uploads"
+
+
+def uploads_stage(*, uploads, folder: Path | None = None) -> Path:
+    """Write uploaded files under ``folder`` (default: a new folder of ``uploads_root()``), one
+    numbered subfolder each so that two uploads with the same name do not collide; returns the
+    folder."""
+    if folder is None:
+        folder = uploads_root() / secrets.token_hex(8)
+    folder.mkdir(parents=True, exist_ok=True)
+    for number, upload in enumerate(uploads):
+        name = Path(upload.name).name or f"upload-{number}"
+        target = folder / f"{number:03d}" / name
+        target.parent.mkdir()
+        with open(target, "wb") as handle:
+            for chunk in upload.chunks():
+                handle.write(chunk)
+    return folder
+
+
+def staged_paths(*, folder: Path) -> list[str]:
+    """The staged files of ``folder``, in upload order."""
+    return [str(p) for p in sorted(folder.glob("*/*")) if p.is_file()]
+
+
+def uploads_need_job(*, uploads, background: bool) -> bool:
+    """Large uploads (over STEPLAB_IMPORT_INLINE_MAX_BYTES), or any the user asked for, import as
+    a job on a worker."""
+    size = sum(upload.size or 0 for upload in uploads)
+    return background or size > settings.STEPLAB_IMPORT_INLINE_MAX_BYTES
+
+
+def trajectories_import_enqueue(*, uploads, format: str | None, user) -> Job:
+    """Stage the uploads and enqueue the import job that stores them."""
+    folder = uploads_stage(uploads=uploads)
+    names = [Path(p).name for p in staged_paths(folder=folder)]
+    return job_enqueue(
+        kind=Kinds.IMPORT_TRAJECTORIES,
+        params={"folder": folder.name, "files": names, "format": format or ""},
+        user=user,
+        message=f"Waiting for a worker to import {len(names)} file(s).",
+    )
+
+
+def trajectories_import_uploads(*, uploads, format: str | None, user) -> ImportSummary:
+    """Import uploaded files now (small uploads): staged in a temporary folder that is removed
+    afterwards, all or nothing."""
+    with tempfile.TemporaryDirectory(prefix="steplab-upload-") as folder:
+        staged = uploads_stage(uploads=uploads, folder=Path(folder))
+        return trajectories_import_files(paths=staged_paths(folder=staged), format=format, user=user)

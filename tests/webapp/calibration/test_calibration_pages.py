@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.django_db]
 
 @pytest.fixture
 def labelled(make_user):
-    rewards.rubrics_seed("coding")
+    rewards.rubrics_seed(domain="coding")
     version = rewards.reward_model_create(domain="coding")
     ids = _import(12)
     queue = services.queue_create(name="agree", trajectory_ids=ids, annotators_per_item=2)

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 @pytest.fixture
 def version(db):
-    rewards.rubrics_seed("coding")
+    rewards.rubrics_seed(domain="coding")
     return rewards.reward_model_create(domain="coding")
 
 
@@ -105,10 +105,10 @@ def test_automatic_sources_pick_the_untrustworthy_trajectories(version):
 def test_stratified_sampling_spreads_the_budget_over_strata():
     candidates = [(i, 1.0 - i / 100, "x") for i in range(40)]
     strata = {i: ("big" if i < 30 else "small") for i in range(40)}
-    picked = services.stratified_sample(candidates, strata, budget=8, seed=1)
+    picked = services.stratified_sample(candidates=candidates, strata=strata, budget=8, seed=1)
     kinds = [strata[c[0]] for c in picked]
     assert len(picked) == 8 and kinds.count("big") == 6 and kinds.count("small") == 2
-    assert services.stratified_sample(candidates, strata, budget=8, seed=1) == picked
+    assert services.stratified_sample(candidates=candidates, strata=strata, budget=8, seed=1) == picked
 
 
 def test_blind_overlap_and_reservations(make_user):

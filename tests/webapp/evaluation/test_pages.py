@@ -9,11 +9,11 @@ import re
 import pytest
 from django.urls import reverse
 
-from trainer_core.envs.arithmetic import arithmetic_tasks
 from trainer_core.tasks.files import dump_tasks_jsonl
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 from webapp.accounts.models import Role
 from webapp.evaluation.models import EvaluationRun
-from webapp.evaluation.pipeline import parse_config
+from webapp.evaluation.pipeline_config import parse_config
 from webapp.jobs.models import Job, JobStatus
 from webapp.rollouts.models import CollectRun, Episode, Policy
 from webapp.tasks.services import task_set_import
@@ -63,7 +63,7 @@ def make_evaluation(task_set, policy_name: str, successes: list[bool]) -> Evalua
     )
     from webapp.evaluation.services import evaluation_summarize
 
-    evaluation_summarize(run)
+    evaluation_summarize(run=run)
     return run
 
 
@@ -203,12 +203,12 @@ def test_every_checkpoint_is_evaluated_once_and_plotted_by_step(client, make_use
     assert [r.checkpoint.step for r in launched] == [10, 20]
     assert all(r.policy.kind == "local" and r.samples_per_task == 2 for r in launched)
     assert checkpoints_evaluate(training_run=run, task_set=task_set, samples_per_task=2) == []
-    assert checkpoint_curve(run) == []  # nothing finished yet
+    assert checkpoint_curve(training_run=run) == []  # nothing finished yet
     for run_row, rate in zip(launched, (0.25, 0.75), strict=True):
         run_row.metrics = {"success_rate": rate, "success_low": 0.1, "success_high": 0.9, "n": 8}
         run_row.save()
         Job.objects.filter(pk=run_row.job_id).update(status=JobStatus.SUCCEEDED)
-    curve = checkpoint_curve(run)
+    curve = checkpoint_curve(training_run=run)
     assert [(p["step"], p["success_rate"]) for p in curve] == [(10, 0.25), (20, 0.75)]
     client.force_login(make_user(Role.VIEWER))
     page = client.get(reverse("training:detail", args=[run.pk])).content.decode()

@@ -16,11 +16,12 @@ from webapp.common.errors import ApplicationError
 from webapp.jobs import kinds, selectors, services
 from webapp.jobs.context import JobCancelled, JobContext, JobLost
 from webapp.jobs.models import Job, JobMetricPoint, JobStatus, WorkerPresence
+from webapp.jobs.names import Kinds
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
 
-def _running(worker="host:1", *, age=0.0, kind=kinds.DIAGNOSTIC, attempts=1, **fields) -> Job:
+def _running(worker="host:1", *, age=0.0, kind=Kinds.DIAGNOSTIC, attempts=1, **fields) -> Job:
     now = timezone.now()
     fields.setdefault("celery_task_id", "task-1")
     return Job.objects.create(
@@ -36,7 +37,7 @@ def _running(worker="host:1", *, age=0.0, kind=kinds.DIAGNOSTIC, attempts=1, **f
 
 def test_enqueue_creates_a_queued_row_with_a_task_id(django_capture_on_commit_callbacks, operator):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        job = services.job_enqueue(kind=kinds.DIAGNOSTIC, params={"steps": 2}, user=operator)
+        job = services.job_enqueue(kind=Kinds.DIAGNOSTIC, params={"steps": 2}, user=operator)
     assert job.status == JobStatus.QUEUED
     assert job.queue == "default"
     assert job.celery_task_id
@@ -48,11 +49,11 @@ def test_enqueue_rejects_unknown_kinds_and_queues():
     with pytest.raises(KeyError, match="unknown job kind 'nope'"):
         services.job_enqueue(kind="nope")
     with pytest.raises(ApplicationError, match="Unknown queue 'fast'"):
-        services.job_enqueue(kind=kinds.DIAGNOSTIC, queue="fast")
+        services.job_enqueue(kind=Kinds.DIAGNOSTIC, queue="fast")
 
 
 def test_guard_runs_a_queued_job_once_and_skips_stale_or_duplicate_deliveries():
-    job = Job.objects.create(kind=kinds.DIAGNOSTIC, celery_task_id="t-current")
+    job = Job.objects.create(kind=Kinds.DIAGNOSTIC, celery_task_id="t-current")
     assert services.job_start(job_id=job.pk, task_id="t-old", worker="a:1") is None, "stale task id"
     started = services.job_start(job_id=job.pk, task_id="t-current", worker="a:1")
     assert started is not None and started.status == JobStatus.RUNNING and started.attempts == 1
@@ -71,7 +72,7 @@ def test_guard_takes_over_a_running_job_whose_heartbeat_is_stale(settings):
 
 
 def test_guard_skips_terminal_jobs():
-    job = Job.objects.create(kind=kinds.DIAGNOSTIC, status=JobStatus.SUCCEEDED, celery_task_id="t")
+    job = Job.objects.create(kind=Kinds.DIAGNOSTIC, status=JobStatus.SUCCEEDED, celery_task_id="t")
     assert services.job_start(job_id=job.pk, task_id="t", worker="a:1") is None
 
 
@@ -136,12 +137,12 @@ def test_reaper_finishes_a_dead_job_that_was_being_cancelled_as_cancelled(settin
 
 def test_cancel_a_queued_job_ends_it_and_cascades_to_children(operator):
     parent = Job.objects.create(
-        kind=kinds.DIAGNOSTIC, status=JobStatus.RUNNING, awaiting_children=True, celery_task_id="p"
+        kind=Kinds.DIAGNOSTIC, status=JobStatus.RUNNING, awaiting_children=True, celery_task_id="p"
     )
-    queued_child = Job.objects.create(kind=kinds.DIAGNOSTIC, parent=parent, celery_task_id="c1")
+    queued_child = Job.objects.create(kind=Kinds.DIAGNOSTIC, parent=parent, celery_task_id="c1")
     running_child = _running("w:1", parent=parent)
     done_child = Job.objects.create(
-        kind=kinds.DIAGNOSTIC, parent=parent, status=JobStatus.SUCCEEDED
+        kind=Kinds.DIAGNOSTIC, parent=parent, status=JobStatus.SUCCEEDED
     )
     services.job_cancel(job=parent, user=operator)
     for job in (parent, queued_child, running_child, done_child):
@@ -156,14 +157,14 @@ def test_cancel_a_queued_job_ends_it_and_cascades_to_children(operator):
 
 
 def test_cancel_a_finished_job_says_there_is_nothing_to_cancel():
-    job = Job.objects.create(kind=kinds.DIAGNOSTIC, status=JobStatus.FAILED)
+    job = Job.objects.create(kind=Kinds.DIAGNOSTIC, status=JobStatus.FAILED)
     with pytest.raises(ApplicationError, match="already ended"):
         services.job_cancel(job=job)
 
 
 def test_the_last_child_to_finish_advances_the_parent(django_capture_on_commit_callbacks):
     parent = Job.objects.create(
-        kind=kinds.DIAGNOSTIC, status=JobStatus.RUNNING, worker="p:1", celery_task_id="p0"
+        kind=Kinds.DIAGNOSTIC, status=JobStatus.RUNNING, worker="p:1", celery_task_id="p0"
     )
     children = [_running(f"c:{i}", parent=parent, celery_task_id=f"c{i}") for i in range(3)]
     services.job_await_children(job_id=parent.pk, worker="p:1", next_stage="summarize")
@@ -188,9 +189,9 @@ def test_children_that_end_before_the_parent_waits_still_advance_it(
     django_capture_on_commit_callbacks,
 ):
     parent = Job.objects.create(
-        kind=kinds.DIAGNOSTIC, status=JobStatus.RUNNING, worker="p:1", celery_task_id="p0"
+        kind=Kinds.DIAGNOSTIC, status=JobStatus.RUNNING, worker="p:1", celery_task_id="p0"
     )
-    Job.objects.create(kind=kinds.DIAGNOSTIC, parent=parent, status=JobStatus.SUCCEEDED)
+    Job.objects.create(kind=Kinds.DIAGNOSTIC, parent=parent, status=JobStatus.SUCCEEDED)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         services.job_await_children(job_id=parent.pk, worker="p:1", next_stage="next")
     parent.refresh_from_db()
@@ -245,7 +246,7 @@ def test_metric_values_must_be_numbers():
 
 def test_eta_and_series_for_the_job_page():
     job = _running("w:1", age=10.0, progress=0.25)
-    eta = selectors.job_eta_seconds(job)
+    eta = selectors.job_eta_seconds(job=job)
     assert eta == pytest.approx(30.0, rel=0.05)
     JobMetricPoint.objects.bulk_create(
         [
@@ -253,7 +254,7 @@ def test_eta_and_series_for_the_job_page():
             for s in range(1, 6)
         ]
     )
-    series = selectors.job_metric_series(job)
+    series = selectors.job_metric_series(job=job)
     assert series["steps"] == [1, 2, 3, 4, 5]
     assert series["series"]["acc"] == [0.1, 0.2, 0.3, 0.4, 0.5]
 
@@ -266,12 +267,12 @@ def test_a_queued_job_on_a_queue_no_worker_consumes_is_warned_about():
     WorkerPresence.objects.create(
         hostname="old@h", queues=["gpu"], started_at=now, last_seen_at=now - timedelta(hours=1)
     )
-    stuck = Job.objects.create(kind=kinds.DIAGNOSTIC, queue="gpu")
-    fine = Job.objects.create(kind=kinds.DIAGNOSTIC, queue="default")
+    stuck = Job.objects.create(kind=Kinds.DIAGNOSTIC, queue="gpu")
+    fine = Job.objects.create(kind=Kinds.DIAGNOSTIC, queue="default")
     rows, workers = selectors.queue_overview()
     by_name = {r.name: r for r in rows}
     assert by_name["gpu"].orphaned and not by_name["default"].orphaned
     assert by_name["default"].consumers == ["cpu@h"]
     assert [w.online for w in workers] == [True, False]
-    assert "No online worker consumes the 'gpu' queue" in selectors.queue_warning_for(stuck, rows)
-    assert selectors.queue_warning_for(fine, rows) == ""
+    assert "No online worker consumes the 'gpu' queue" in selectors.queue_warning_for(job=stuck, queue_rows=rows)
+    assert selectors.queue_warning_for(job=fine, queue_rows=rows) == ""

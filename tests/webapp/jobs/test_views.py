@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from webapp.jobs import kinds
 from webapp.jobs.models import Job, JobMetricPoint, JobStatus
+from webapp.jobs.names import Kinds
 
 pytestmark = [pytest.mark.sqlite, pytest.mark.django_db]
 
@@ -24,7 +24,7 @@ def test_the_diagnostic_form_launches_a_job_and_opens_its_page(
     assert response.status_code == 302 and response["Location"] == reverse(
         "jobs:detail", args=[job.pk]
     )
-    assert job.kind == kinds.DIAGNOSTIC
+    assert job.kind == Kinds.DIAGNOSTIC
     assert job.params == {
         "steps": 7,
         "step_seconds": 0.1,
@@ -49,7 +49,7 @@ def test_invalid_form_input_is_explained_and_launches_nothing(operator_client):
 
 def test_progress_fragment_polls_while_running_and_stops_with_286_when_done(operator_client):
     job = Job.objects.create(
-        kind=kinds.DIAGNOSTIC,
+        kind=Kinds.DIAGNOSTIC,
         status=JobStatus.RUNNING,
         progress=0.4,
         started_at=timezone.now(),
@@ -73,7 +73,7 @@ def test_progress_fragment_polls_while_running_and_stops_with_286_when_done(oper
 def test_agent_text_is_escaped_on_every_job_page(operator_client):
     evil = '<script>alert("x")</script>'
     job = Job.objects.create(
-        kind=kinds.DIAGNOSTIC,
+        kind=Kinds.DIAGNOSTIC,
         status=JobStatus.FAILED,
         message=evil,
         error=evil,
@@ -92,8 +92,8 @@ def test_agent_text_is_escaped_on_every_job_page(operator_client):
 
 def test_job_list_filters_by_kind_status_and_user(operator_client, operator, make_user):
     other = make_user("operator")
-    mine = Job.objects.create(kind=kinds.DIAGNOSTIC, status=JobStatus.FAILED, user=operator)
-    theirs = Job.objects.create(kind=kinds.DIAGNOSTIC, status=JobStatus.SUCCEEDED, user=other)
+    mine = Job.objects.create(kind=Kinds.DIAGNOSTIC, status=JobStatus.FAILED, user=operator)
+    theirs = Job.objects.create(kind=Kinds.DIAGNOSTIC, status=JobStatus.SUCCEEDED, user=other)
     body = operator_client.get(reverse("jobs:list"), {"status": "failed"}).content.decode()
     assert f'data-job-id="{mine.pk}"' in body and f'data-job-id="{theirs.pk}"' not in body
     body = operator_client.get(reverse("jobs:list"), {"user": other.pk}).content.decode()
@@ -101,7 +101,7 @@ def test_job_list_filters_by_kind_status_and_user(operator_client, operator, mak
 
 
 def test_cancel_from_the_page(operator_client):
-    job = Job.objects.create(kind=kinds.DIAGNOSTIC, celery_task_id="t")
+    job = Job.objects.create(kind=Kinds.DIAGNOSTIC, celery_task_id="t")
     response = operator_client.post(reverse("jobs:cancel", args=[job.pk]), follow=True)
     job.refresh_from_db()
     assert job.status == JobStatus.CANCELLED
@@ -111,7 +111,7 @@ def test_cancel_from_the_page(operator_client):
 
 
 def test_dashboard_shows_queues_workers_and_orphan_warning(operator_client):
-    Job.objects.create(kind=kinds.DIAGNOSTIC, queue="gpu")
+    Job.objects.create(kind=Kinds.DIAGNOSTIC, queue="gpu")
     body = operator_client.get(reverse("dashboard")).content.decode()
     for queue in ("default", "rollouts", "judge", "gpu"):
         assert f"<code>{queue}</code>" in body
@@ -124,7 +124,7 @@ def test_a_running_job_with_a_stale_heartbeat_is_flagged_on_its_page(operator_cl
 
     old = timezone.now() - timedelta(seconds=settings.STEPLAB_JOB_DEAD_AFTER_SECONDS + 30)
     job = Job.objects.create(
-        kind=kinds.DIAGNOSTIC,
+        kind=Kinds.DIAGNOSTIC,
         status=JobStatus.RUNNING,
         worker="gone@host:12",
         started_at=old,

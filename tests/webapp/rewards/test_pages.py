@@ -69,7 +69,7 @@ def _score(version, pk, total, steps=(0.5, 1.0)):
 
 @pytest.fixture
 def version(db):
-    services.rubrics_seed("coding")
+    services.rubrics_seed(domain="coding")
     return services.reward_model_create(domain="coding")
 
 

@@ -7,8 +7,8 @@ import json
 import pytest
 from django.urls import reverse
 
-from trainer_core.envs.arithmetic import arithmetic_tasks
 from trainer_core.tasks.files import dump_tasks_jsonl
+from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 from webapp.accounts.models import Role
 from webapp.jobs.models import Job
 from webapp.rollouts.models import CollectRun, Episode, Policy

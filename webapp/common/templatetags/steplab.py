@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 from django import template
+from django.utils import timezone
 
 register = template.Library()
 
@@ -34,8 +35,6 @@ def elapsed(job) -> str:
         return "—"
     end = job.finished_at
     if end is None:
-        from django.utils import timezone
-
         end = timezone.now()
     return duration((end - job.started_at).total_seconds())
 
@@ -45,8 +44,6 @@ def ago(moment) -> str:
     """Seconds-precise 'how long ago' for live pages: '3s ago', '2m 5s ago'."""
     if not moment:
         return "—"
-    from django.utils import timezone
-
     return f"{duration(max(0.0, (timezone.now() - moment).total_seconds()))} ago"
 
 

@@ -1,0 +1,31 @@
+"""Form fields more than one app uses."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+
+
+class JSONObjectField(forms.CharField):
+    """A text area holding a JSON object; cleans to the dict, or to ``empty`` when left blank.
+    ``what`` names the object in the error ("Parameters must be a JSON object.")."""
+
+    def __init__(self, *, what: str, empty=None, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 5, "class": "code"}))
+        super().__init__(**kwargs)
+        self.what = what
+        self.empty = empty
+
+    def clean(self, value):
+        raw = (super().clean(value) or "").strip()
+        if not raw:
+            return self.empty
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise forms.ValidationError(f"{self.what} must be a JSON object.")
+        return parsed

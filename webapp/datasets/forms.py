@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from webapp.datasets.models import DatasetSnapshot
+from webapp.rewards.selectors import version_list
+
+# The trajectory-list filters a snapshot's query may carry.
+QUERY_FIELDS = ("q", "task", "domain", "agent", "model", "policy", "source", "outcome", "tag")
+
+
+class DatasetForm(forms.Form):
+    name = forms.CharField(max_length=120)
+    kind = forms.ChoiceField(choices=DatasetSnapshot.Kind.choices)
+    reward_model = forms.ModelChoiceField(
+        queryset=None,
+        required=False,
+        help_text="Scores for thresholds, GRPO rewards, PRM labels and rule-built DPO pairs.",
+    )
+    label_source = forms.ChoiceField(
+        choices=DatasetSnapshot.LabelSource.choices,
+        help_text="PRM labels and DPO pairs from the reward model, or from people.",
+    )
+    min_score = forms.FloatField(
+        required=False, help_text="Keep trajectories whose reward-model total is at least this."
+    )
+    outcome = forms.ChoiceField(
+        required=False,
+        choices=[("", "any outcome"), ("success", "successful only"), ("failure", "failed only")],
+    )
+    task = forms.CharField(required=False, help_text="Task id or task set (substring).")
+    domain = forms.CharField(required=False)
+    policy = forms.CharField(required=False)
+    tag = forms.CharField(required=False)
+    task_set = forms.CharField(required=False, help_text="For benchmark records: the task set.")
+    seed = forms.IntegerField(initial=0, help_text="Seeds the train/validation/test split.")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["reward_model"].queryset = version_list()
+        self.fields["reward_model"].label_from_instance = lambda v: v.label
+
+    def query(self) -> dict[str, Any]:
+        """The snapshot's query: the filters and thresholds that were filled in."""
+        data = self.cleaned_data
+        return {
+            k: data[k]
+            for k in (*QUERY_FIELDS, "task_set", "min_score")
+            if data.get(k) not in (None, "")
+        }

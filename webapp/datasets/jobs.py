@@ -1,0 +1,87 @@
+"""The datasets app's job kind: exporting a snapshot (``datasets.export``).
+
+The job selects the snapshot's rows (``selectors.export_records``), lets
+``trainer_core.datasets.writer`` write them under ``STEPLAB_DATA_DIR/datasets/<id>-<name>/`` with
+a card, and records the files. Resumable: a re-run writes the same bytes again.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from trainer_core.datasets.writer import write_dataset
+from webapp.datasets import selectors, services
+from webapp.datasets.models import DatasetSnapshot
+from webapp.jobs import kinds
+from webapp.jobs.context import JobContext
+from webapp.jobs.names import Kinds, Queue, Tasks
+
+
+def register() -> None:
+    kinds.register_kind(
+        kinds.JobKind(
+            name=Kinds.EXPORT_DATASET,
+            label="Export a dataset",
+            task_name=Tasks.EXPORT_DATASET,
+            queue=Queue.DEFAULT,
+            resumable=True,
+            detail_template="datasets/partials/export_job_detail.html",
+            description="Write an SFT / DPO / GRPO / PRM / benchmark dataset snapshot.",
+        )
+    )
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:60] or "dataset"
+
+
+def _writer_options(snapshot: DatasetSnapshot) -> dict[str, Any]:
+    """How the writer splits this kind of snapshot."""
+    extra: dict[str, Any] = {"overwrite": True}  # a resumed job writes the same bytes again
+    if snapshot.kind == "bench":
+        extra["splits"] = {"test": 1.0}
+    elif snapshot.kind in ("grpo", "dpo"):
+        extra["split_by"] = "task_id"  # a task's rows stay in one split
+    if isinstance(snapshot.query.get("splits"), dict):  # e.g. {"train": 1.0} in a pipeline
+        extra["splits"] = {str(k): float(v) for k, v in snapshot.query["splits"].items()}
+    return extra
+
+
+def export_run(*, ctx: JobContext) -> None:
+    snapshot = selectors.snapshot_for_job(snapshot_id=ctx.params.get("snapshot_id"))
+
+    def on_selected(n: int) -> None:
+        ctx.progress(0.1, f"Selected {n} trajectories; reading them…", force=True)
+
+    records, selected = selectors.export_records(snapshot=snapshot, on_selected=on_selected)
+    directory = (
+        Path(settings.STEPLAB_DATA_DIR) / "datasets" / f"{snapshot.pk}-{_slug(snapshot.name)}"
+    )
+    ctx.progress(0.5, "Writing the files…", force=True)
+    card = {
+        "name": snapshot.name,
+        "kind": snapshot.kind,
+        "query": snapshot.query,
+        "reward_model": str(snapshot.reward_model) if snapshot.reward_model else None,
+        "label_source": snapshot.label_source,
+        "seed": snapshot.seed,
+        "steplab_dataset_id": snapshot.pk,
+    }
+    writer_kind = {"sft_knowlyr": "sft", "bench": "benchmark"}.get(snapshot.kind, snapshot.kind)
+    files = write_dataset(
+        records,
+        directory,
+        name=snapshot.name,
+        kind=writer_kind,
+        seed=snapshot.seed,
+        card=card,
+        **_writer_options(snapshot),
+    )
+    services.snapshot_record_files(snapshot=snapshot, files=files, selected=selected)
+    total = sum(files.counts.values())
+    ctx.set_result(counts=snapshot.counts)
+    ctx.progress(1.0, f"Wrote {total} rows ({files.duplicates} duplicates left out).", force=True)

@@ -1,0 +1,114 @@
+"""A pipeline's configuration (validated YAML) and its plan: an optional baseline evaluation of
+the starting policy, then per iteration collect → score → dataset → train → register →
+evaluate. Pure: no database. The runner that follows the plan is in ``jobs.py``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trainer_core.policies.chat_format import DEFAULT_INSTRUCTIONS
+from webapp.common.errors import ApplicationError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CollectStage(_Strict):
+    policy: str = Field(
+        "current",
+        description="'current' (the starting policy, then each iteration's trained one) or the "
+        "name of a policy, e.g. 'scripted' for reference trajectories.",
+    )
+    episodes_per_task: int = Field(1, ge=1, le=64)
+    max_steps: int = Field(6, ge=1, le=200)
+    concurrency: int = Field(2, ge=1, le=64)
+    temperature: float | None = Field(
+        None, ge=0, description="Sampling temperature for a local model (None: the policy's own)."
+    )
+    num_tasks: int = Field(0, ge=0, description="Play only N tasks of the set (0: all).")
+    task_offset: int = Field(0, ge=0, description="...starting at this position (by task id).")
+
+
+class DatasetStage(_Strict):
+    kind: Literal["sft", "sft_knowlyr", "dpo", "grpo", "prm"] = "sft"
+    outcome: Literal["", "success", "failure"] = Field(
+        "", description="Keep only trajectories with this outcome ('' keeps all)."
+    )
+    min_score: float | None = Field(None, description="Keep trajectories scoring at least this.")
+
+
+class TrainStage(_Strict):
+    method: Literal["sft", "dpo", "grpo"] = "sft"
+    values: dict[str, Any] = Field(default_factory=dict, description="Trainer config fields.")
+
+
+class Iteration(_Strict):
+    collect: CollectStage = Field(default_factory=CollectStage)
+    dataset: DatasetStage = Field(default_factory=DatasetStage)
+    train: TrainStage = Field(default_factory=TrainStage)
+
+
+class EvaluateStage(_Strict):
+    samples_per_task: int = Field(1, ge=1, le=100)
+    max_steps: int = Field(6, ge=1, le=200)
+    concurrency: int = Field(2, ge=1, le=64)
+    seed: int = 0
+
+
+class PipelineConfig(_Strict):
+    baseline: bool = Field(True, description="Evaluate the starting policy first.")
+    seed: int = 0
+    evaluate: EvaluateStage = Field(default_factory=EvaluateStage)
+    iterations: list[Iteration] = Field(min_length=1, max_length=50)
+
+
+def parse_config(data: Any) -> PipelineConfig:
+    """A pipeline configuration from a dict or YAML text, with errors that say which field."""
+    if isinstance(data, str):
+        try:
+            data = yaml.safe_load(data) or {}
+        except yaml.YAMLError as exc:
+            raise ApplicationError(f"The pipeline configuration is not valid YAML: {exc}") from None
+    try:
+        return PipelineConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ApplicationError(f"The pipeline configuration is invalid: {problems}") from None
+
+
+ITERATION_STAGES = ("collect", "score", "dataset", "train", "register", "evaluate")
+
+
+def plan(config: PipelineConfig) -> list[tuple[int, str]]:
+    steps: list[tuple[int, str]] = [(0, "baseline")] if config.baseline else []
+    for number in range(1, len(config.iterations) + 1):
+        steps += [(number, name) for name in ITERATION_STAGES]
+    return steps
+
+
+def stage_key(iteration: int, name: str) -> str:
+    return f"{iteration}:{name}"
+
+
+PROMPT_PARAMETERS = ("system", "list_tools", "max_new_tokens", "top_p", "device")
+
+
+def prompt_parameters(policy) -> dict[str, Any]:
+    """How the starting policy is prompted and decodes: every policy the pipeline registers is
+    prompted the same way, and its training data carries the same system prompt."""
+    parameters = policy.parameters or {}
+    return {k: parameters[k] for k in PROMPT_PARAMETERS if k in parameters}
+
+
+def training_system(policy) -> str | None:
+    """The system prompt to train with when it is not the tools' listing (``list_tools`` off)."""
+    parameters = policy.parameters or {}
+    if parameters.get("list_tools", True):
+        return None
+    return (parameters.get("system") or DEFAULT_INSTRUCTIONS).strip()

@@ -1,0 +1,129 @@
+"""Reads of policies and collect runs, for the pages, the CLI and the collect job."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ObjectDoesNotExist
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+
+from webapp.common.errors import ApplicationError
+from webapp.rollouts.models import CollectRun, Episode, Policy
+from webapp.tasks.models import Task, TaskSet
+
+
+def policy_list() -> QuerySet[Policy]:
+    return Policy.objects.all()
+
+
+def policy_get(*, id: int) -> Policy:
+    """The policy; Http404 when there is none."""
+    return get_object_or_404(Policy, pk=id)
+
+
+def policy_find(*, name: str) -> Policy | None:
+    """The policy named ``name``, or None (the CLI says so and where to look)."""
+    return Policy.objects.filter(name=name).first()
+
+
+def policy_detail(*, policy: Policy) -> dict[str, Any]:
+    """What a policy's page shows beside it: sample tasks to try it on, its recent runs."""
+    tasks = Task.objects.select_related("task_set").order_by("task_set__name", "external_id")
+    return {
+        "sample_tasks": tasks[:300],
+        "runs": policy.runs.select_related("task_set", "job").order_by("-id")[:20],
+    }
+
+
+def sample_task_get(*, id: str | None) -> Task | None:
+    """A task to try a policy on, or None."""
+    if not id or not str(id).isdigit():
+        return None
+    return Task.objects.select_related("task_set").filter(pk=id).first()
+
+
+def run_page(*, page: str | int | None):
+    """One page (50) of collect runs, newest first."""
+    runs = CollectRun.objects.select_related("policy", "task_set", "job").order_by("-id")
+    return Paginator(runs, 50).get_page(page)
+
+
+def run_get(*, id: int) -> CollectRun:
+    """The run with its policy, task set and job; Http404 when there is none."""
+    return get_object_or_404(
+        CollectRun.objects.select_related("policy", "task_set", "job"), pk=id
+    )
+
+
+def run_live(*, run: CollectRun) -> dict[str, Any]:
+    """The live part of a run's page: its episodes, counts per status and progress."""
+    episodes = list(
+        run.episodes.select_related("task", "trajectory").order_by("task__external_id", "index")
+    )
+    counts = {s: 0 for s in Episode.Status.values}
+    for e in episodes:
+        counts[e.status] += 1
+    return {
+        "run": run,
+        "job": run.job,
+        "episodes": episodes,
+        "counts": counts,
+        "percent": int(100 * run.finished_episodes / max(run.episodes_total, 1)),
+        "live": run.job is not None and not run.job.is_terminal,
+    }
+
+
+def estimate_inputs(*, data: Any, task_sets: QuerySet[TaskSet]) -> dict[str, Any] | None:
+    """The policy, task set, episodes and steps of a collect form's values, for the estimate
+    before launch; None until they make sense."""
+    try:
+        policy = Policy.objects.get(pk=data.get("policy"))
+        task_set = task_sets.get(pk=data.get("task_set"))
+        episodes = int(data.get("episodes_per_task") or 1)
+        max_steps = int(data.get("max_steps") or 20)
+    except (ObjectDoesNotExist, ValueError, TypeError):
+        return None
+    if episodes < 1 or max_steps < 1:
+        return None
+    return {
+        "policy": policy,
+        "task_set": task_set,
+        "episodes_per_task": episodes,
+        "max_steps": max_steps,
+    }
+
+
+# --- for the collect job -------------------------------------------------------------------------
+
+
+def collect_run_for_job(*, run_id: int | None) -> CollectRun:
+    """The run a collect job works on (ApplicationError: deleted since launch)."""
+    run = CollectRun.objects.select_related("policy", "task_set").filter(pk=run_id).first()
+    if run is None:
+        raise ApplicationError(f"Collect run {run_id} no longer exists.")
+    return run
+
+
+def pending_episodes(*, run: CollectRun) -> int:
+    return run.episodes.filter(status=Episode.Status.PENDING).count()
+
+
+def spend_cap_reason(*, run_id: int, cap: float | None) -> str | None:
+    """Why the run must stop now (its spend cap is reached), or None."""
+    if cap is None:
+        return None
+    spent = CollectRun.objects.filter(pk=run_id).values_list("cost_usd", flat=True).first() or 0.0
+    if spent >= cap:
+        return f"spend cap of ${cap:.2f} reached (${spent:.4f} spent)"
+    return None
+
+
+def summary_line(*, run: CollectRun) -> str:
+    rate = f", {run.success_rate:.0%} successful" if run.success_rate is not None else ""
+    cost = f", ${run.cost_usd:.4f}" if run.cost_usd else ""
+    return (
+        f"{run.finished_episodes} of {run.episodes_total} episodes done "
+        f"({run.episodes_failed} failed{rate}{cost})."
+    )

@@ -1,0 +1,59 @@
+"""The training app's job kind: training a policy (``training.train``, on the ``gpu`` queue).
+
+The job trains with the run's stored config (exactly what was previewed), reporting every
+step's metrics; resumable from the newest complete checkpoint after a crash. At the end each
+checkpoint becomes a Checkpoint row that registers as a policy in one click.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from trainer_core.errors import ConfigError
+from trainer_core.training.checkpoint import list_checkpoints
+from trainer_core.training.config import config_from_dict
+from trainer_core.training.methods import train_method
+from webapp.common.errors import ApplicationError
+from webapp.jobs import kinds
+from webapp.jobs.context import JobContext
+from webapp.jobs.names import Kinds, Queue, Tasks
+from webapp.training import selectors, services
+
+
+def register() -> None:
+    kinds.register_kind(
+        kinds.JobKind(
+            name=Kinds.TRAIN,
+            label="Train a policy",
+            task_name=Tasks.TRAIN,
+            queue=Queue.GPU,
+            resumable=True,
+            detail_template="training/partials/train_job_detail.html",
+            description="SFT / DPO / GRPO on a dataset snapshot; checkpoints become policies.",
+        )
+    )
+
+
+def train_run(*, ctx: JobContext) -> None:
+    run = selectors.run_for_job(run_id=ctx.params.get("run_id"))
+    data = dict(run.config)
+    existing = list_checkpoints(run.output_dir)
+    if existing and ctx.resumed:
+        data["resume_from"] = str(existing[-1][1])
+        ctx.log(f"attempt {ctx.attempt}: resuming from {existing[-1][1]}")
+    config = config_from_dict(services.config_class(method=run.method), data)
+    ctx.progress(0.0, f"Training {run.method.upper()} from {run.base_model}…", force=True)
+    try:
+        result = train_method(run.method, config, on_progress=ctx.on_progress)
+    except ConfigError as exc:
+        raise ApplicationError(f"Training cannot start: {exc}") from None
+    summary = {
+        key: value
+        for key, value in (
+            dataclasses.asdict(result) if dataclasses.is_dataclass(result) else dict(result)
+        ).items()
+        if isinstance(value, (int, float, str)) or value is None
+    }
+    checkpoints = services.training_run_record(run=run, summary=summary)
+    ctx.set_result(checkpoints=[c.step for c in checkpoints], **summary)
+    ctx.progress(1.0, f"Done: {len(checkpoints)} checkpoint(s).", force=True)

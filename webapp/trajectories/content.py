@@ -1,0 +1,33 @@
+"""What is stored of a trajectory's content: its content hash (the de-duplication key of
+imports) and text cleaned of what PostgreSQL cannot hold. Pure functions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from trainer_core.recording.schema import Trajectory as TrajectorySpec
+
+
+def content_hash(trajectory: TrajectorySpec) -> str:
+    """The ordered (tool, params, observation) sequence, with the task prompt and the outcome so
+    that trajectories without steps (a model that answered directly) stay distinct."""
+    sequence = [[s.tool, s.params, s.observation] for s in trajectory.steps]
+    payload = [trajectory.task.prompt, sequence, trajectory.outcome.model_dump(mode="json")]
+    return hashlib.sha256(
+        json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str).encode()
+    ).hexdigest()
+
+
+def without_nul(value: Any) -> Any:
+    """``value`` with NUL characters replaced by U+FFFD, in strings, keys and nested JSON: PostgreSQL
+    text and JSON cannot hold NUL, and a model's or a tool's output may contain it (a sampling
+    model emits any token). Nothing else changes."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nul(v) for v in value]
+    return value
