@@ -12,7 +12,7 @@ import shlex
 import pytest
 import yaml
 
-from workers.queues import ALL_QUEUES
+from webapp.jobs.names import ALL_QUEUES
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -180,7 +180,7 @@ def test_every_queue_is_consumed_by_exactly_one_worker(services: dict) -> None:
             consumed.setdefault(queue, []).append(name)
     unknown = set(consumed) - set(ALL_QUEUES)
     assert not unknown, (
-        f"workers consume queues not in workers.queues.ALL_QUEUES: {sorted(unknown)}"
+        f"workers consume queues not in webapp.jobs.names.ALL_QUEUES: {sorted(unknown)}"
     )
     unconsumed = set(ALL_QUEUES) - set(consumed)
     assert not unconsumed, (

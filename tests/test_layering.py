@@ -57,6 +57,9 @@ def test_import_linter_contracts_are_kept():
         "trainer_core is a plain library",
         "webapp never imports workers",
         "layers run one way",
+        "trainer_core's packages are layered",
+        "webapp apps have a direction",
+        "no import circles",
     ):
         assert contract in proc.stdout, f"contract {contract!r} is not checked:\n{proc.stdout}"
 
@@ -70,6 +73,13 @@ def test_the_contracts_catch_a_forbidden_import(tmp_path):
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / "trainer_core" / "leak.py").write_text("import django  # noqa\n")
     (tmp_path / "webapp" / "leak.py").write_text("import workers.base  # noqa\n")
+    # an import that runs back up inside trainer_core, and one between two webapp apps
+    (tmp_path / "trainer_core" / "tasks" / "leak.py").write_text(
+        "import trainer_core.rewards.scoring  # noqa\n"
+    )
+    (tmp_path / "webapp" / "trajectories" / "leak.py").write_text(
+        "import webapp.rewards.selectors  # noqa\n"
+    )
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "lint-imports")],
         cwd=tmp_path,
@@ -81,6 +91,10 @@ def test_the_contracts_catch_a_forbidden_import(tmp_path):
     assert proc.returncode != 0, proc.stdout
     assert "trainer_core.leak -> django" in proc.stdout
     assert "webapp.leak -> workers.base" in proc.stdout
+    assert "trainer_core.tasks.leak -> trainer_core.rewards.scoring" in proc.stdout
+    assert "webapp.trajectories.leak -> webapp.rewards.selectors" in proc.stdout
+    assert "trainer_core's packages are layered: nothing imports up BROKEN" in proc.stdout
+    assert "webapp apps have a direction: an app imports only the apps below it BROKEN" in proc.stdout
 
 
 def test_importing_trainer_core_loads_no_training_stack_and_no_django():
@@ -94,6 +108,25 @@ def test_importing_trainer_core_loads_no_training_stack_and_no_django():
     )
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert loaded == [], f"importing trainer_core loaded {loaded}"
+
+
+def test_the_web_app_loads_no_training_stack():
+    """Every app, its jobs and its URLs load without torch & co: the web server and the workers
+    start fast, and only a training job or a local model pays for the stack."""
+    code = (
+        "import json, os, sys\n"
+        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'webapp.config.settings')\n"
+        "import django; django.setup()\n"
+        "import webapp.config.urls, workers.rollouts, workers.scoring, workers.datasets\n"
+        "import workers.evaluation, workers.trajectories, workers.diagnostics\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert loaded == [], f"starting the web app loaded {loaded}"
 
 
 def test_webapp_source_never_imports_workers():
