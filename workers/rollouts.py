@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from webapp.jobs.names import Tasks
-from webapp.rollouts.jobs import collect_episodes_run, collect_run
+from webapp.rollouts.jobs import collect_episodes_run, collect_run, try_run
 from workers.base import job_task
 
 
@@ -15,3 +15,8 @@ def collect(ctx):
 @job_task(Tasks.COLLECT_EPISODES)
 def collect_episodes(ctx):
     return collect_episodes_run(ctx=ctx)
+
+
+@job_task(Tasks.TRY_POLICY)
+def try_policy(ctx):
+    return try_run(ctx=ctx)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.conf import settings
 
 from tests.browser.test_diagnostic_in_browser import _log_in
 from tests.conftest import wait_for
@@ -33,7 +34,10 @@ def test_train_from_the_form_watch_the_curve_register_the_checkpoint(
     page = browser_page
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"pageerror: {exc}"))
-    model_dir = build_tiny_model(tmp_path / "tiny", hidden_size=64, num_layers=2)
+    # models are read only from the model roots: Steplab's data directory here
+    model_dir = build_tiny_model(
+        settings.STEPLAB_DATA_DIR / "models" / f"tiny-{tmp_path.name}", hidden_size=64, num_layers=2
+    )
     trajectories = reference_trajectories("train", 12)
     store.trajectories_import(results=[ImportResult("ref.jsonl", "steplab", "1", trajectories)])
     snapshot = datasets.snapshot_create(name="arith-sft", kind="sft")

@@ -5,6 +5,7 @@ SIGKILLed in the middle of a stage and resumes with no stage run twice."""
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 
 from tests.conftest import wait_for
 from trainer_core.tasks.files import dump_tasks_jsonl
@@ -74,7 +75,10 @@ def test_an_evaluation_run_plays_k_samples_and_summarises(celery_worker):
 def _small_pipeline(tmp_path, name: str):
     from trainer_core.training.tiny import build_tiny_model
 
-    model_dir = build_tiny_model(tmp_path / "tiny", hidden_size=64, num_layers=2)
+    # models are read only from the model roots: Steplab's data directory here
+    model_dir = build_tiny_model(
+        settings.STEPLAB_DATA_DIR / "models" / f"tiny-{name}", hidden_size=64, num_layers=2
+    )
     base = Policy.objects.create(
         name=f"tiny-{name}",
         kind="local",

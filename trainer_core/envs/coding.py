@@ -15,6 +15,7 @@ from trainer_core.envs.toolenv import ProfileEnv, _check_params, _outcome_dict
 from trainer_core.errors import ConfigError, SandboxError
 from trainer_core.sandboxes.base import Sandbox, SandboxLimits
 from trainer_core.tasks.model import Task
+from trainer_core.tasks.repos import checked_repo
 
 
 class CodingEnv(ProfileEnv):
@@ -41,6 +42,7 @@ class CodingEnv(ProfileEnv):
     # --- lifecycle ----------------------------------------------------------------------------
 
     def _new_sandbox(self, task: Task) -> Sandbox:
+        repo = checked_repo(task)
         if self.backend == "docker":
             try:
                 from trainer_core.sandboxes.docker import DockerSandbox
@@ -51,7 +53,7 @@ class CodingEnv(ProfileEnv):
 
             kwargs: dict[str, Any] = {
                 "files": task.files,
-                "repo": task.repo or None,
+                "repo": repo,
                 "setup": task.setup,
             }
             if self.image:
@@ -59,7 +61,7 @@ class CodingEnv(ProfileEnv):
             return DockerSandbox(self.limits, **kwargs)
         from trainer_core.sandboxes.local import LocalSandbox
 
-        return LocalSandbox(self.limits, files=task.files, repo=task.repo or None, setup=task.setup)
+        return LocalSandbox(self.limits, files=task.files, repo=repo, setup=task.setup)
 
     def _reset(self, *, task: Task | None, seed: int | None) -> TimeStep:
         self._close_sandbox()

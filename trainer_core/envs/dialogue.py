@@ -21,6 +21,7 @@ from trainer_core.envs.core import TimeStep
 from trainer_core.envs.profiles import get_profile
 from trainer_core.envs.toolenv import ProfileEnv
 from trainer_core.tasks.model import Task
+from trainer_core.tasks.repos import checked_repo
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -190,7 +191,7 @@ class DialogueEnv(ProfileEnv):
             sandbox = LocalSandbox(
                 SandboxLimits(wall_seconds=self.command_timeout),
                 files=task.files if task else {},
-                repo=(task.repo or None) if task else None,
+                repo=checked_repo(task) if task else None,
                 setup=task.setup if task else None,
             )
             sandbox.start()

@@ -80,6 +80,7 @@ from pydantic import ValidationError
 from trainer_core.errors import ConfigError, InputError
 from trainer_core.tasks import checkers
 from trainer_core.tasks.model import Task
+from trainer_core.tasks.repos import allow_repo_root, resolve_repo
 
 __all__ = [
     "FORMATS",
@@ -169,15 +170,26 @@ class TaskFile:
 # --------------------------------------------------------------------------------------------
 
 
-def load_tasks(path_or_text: str | os.PathLike[str], *, fmt: str | None = None) -> TaskFile:
+def load_tasks(
+    path_or_text: str | os.PathLike[str],
+    *,
+    fmt: str | None = None,
+    repo_base: str | os.PathLike[str] | None = None,
+) -> TaskFile:
     """Load and validate a task file (a path, or the file's text).
 
     ``fmt`` is 'jsonl', 'json' or 'yaml' ('yml', 'ndjson' accepted); by default it comes from the
     file's extension, else from the content. A string is a path when it is one line naming an
     existing file (or one ending in a task-file extension, which then must exist). Raises
     :class:`TaskFileError` listing every problem, or InputError when the file cannot be read.
+
+    A task's ``repo`` must lie inside ``repo_base`` (default: the task file's directory when
+    it is read from disk; e.g. the archives uploaded with it) or an allowed root
+    (:mod:`trainer_core.tasks.repos`); it comes back as its resolved absolute path.
     """
     text, path = _read(path_or_text)
+    if repo_base is None and path is not None:
+        repo_base = path.resolve().parent
     source = str(path) if path is not None else ""
     fmt = _resolve_format(fmt, path, text)
     problems: list[Problem] = []
@@ -207,6 +219,7 @@ def load_tasks(path_or_text: str | os.PathLike[str], *, fmt: str | None = None) 
         header, items = _parse_yaml(text, problems)
 
     tasks = _validate_items(items, header.get("domain", ""), problems)
+    tasks = _resolve_repos(tasks, items, repo_base, problems)
     if not problems and not tasks:
         problems.append(Problem(None, "-", "the file holds no tasks" + _path_hint(path, text)))
     if problems:
@@ -556,6 +569,27 @@ def _validate_items(items, default_domain: str, problems: list[Problem]) -> list
         problems.extend(Problem(where, f, m) for f, m in _checker_consistency(task))
         tasks.append(task)
     return tasks
+
+
+def _resolve_repos(tasks: list[Task], items, base, problems: list[Problem]) -> list[Task]:
+    """Each task's ``repo`` as its resolved path, or a problem when it may not be used. The
+    base directory is allowed for this process when a repository was found in it."""
+    lines = {
+        item.get("id"): line for line, item, _ in items if isinstance(item, dict) and item.get("id")
+    }
+    out = []
+    for task in tasks:
+        if task.repo:
+            try:
+                resolved = resolve_repo(task.repo, base_dir=base)
+            except ConfigError as exc:
+                problems.append(Problem(lines.get(task.id), "repo", str(exc)))
+                continue
+            if base is not None and Path(os.path.realpath(base)) in (resolved, *resolved.parents):
+                allow_repo_root(base)
+            task = task.model_copy(update={"repo": str(resolved)})
+        out.append(task)
+    return out
 
 
 def _duplicate_keys(item: dict, node: yaml.Node | None) -> list[str]:

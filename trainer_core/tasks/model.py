@@ -61,7 +61,10 @@ class Task(BaseModel):
         default_factory=dict, description="Files to create in the workspace: path -> content."
     )
     repo: str = Field(
-        "", description="A local repository directory or tarball copied into the workspace."
+        "",
+        description="A repository directory or tarball copied into the workspace: beside the "
+        "task file, an archive uploaded with the task set, or under STEPLAB_TASK_REPO_ROOTS "
+        "(trainer_core/tasks/repos.py).",
     )
     base_commit: str = Field("", description="Commit to check out in the repository.")
     setup: list[str] = Field(

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
+from django.core.files import File
 from django.core.management import execute_from_command_line
 
 from webapp.cli.output import follow, print_report, task_set_and_policy
@@ -158,15 +160,21 @@ def tasks() -> None:
 @tasks.command("import")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--set", "set_name", default="", help="Task set to import into (default: the file's task_set.name).")  # fmt: skip
-def tasks_import(path: str, set_name: str) -> None:
+@click.option("--archive", "archives", multiple=True, type=click.Path(exists=True, dir_okay=False), help="A repository (tar archive) a task names in 'repo' by its file name; repeat for more.")  # fmt: skip
+def tasks_import(path: str, set_name: str, archives: tuple[str, ...]) -> None:
     """Import a task file (JSONL or YAML). All or nothing: errors name the line and field."""
     fmt = "yaml" if path.endswith((".yaml", ".yml")) else None
-    try:
-        task_set, count = task_set_import(
-            text=Path(path).read_text(encoding="utf-8"), name=set_name, fmt=fmt
-        )
-    except ApplicationError as exc:
-        raise click.ClickException(exc.message) from None
+    with ExitStack() as stack:
+        files = [File(stack.enter_context(open(a, "rb")), name=Path(a).name) for a in archives]
+        try:
+            task_set, count = task_set_import(
+                text=Path(path).read_text(encoding="utf-8"),
+                name=set_name,
+                fmt=fmt,
+                archives=files,
+            )
+        except ApplicationError as exc:
+            raise click.ClickException(exc.message) from None
     click.echo(f"imported {count} task(s) into {task_set.name!r}")
 
 

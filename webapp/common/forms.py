@@ -29,3 +29,21 @@ class JSONObjectField(forms.CharField):
         if not isinstance(parsed, dict):
             raise forms.ValidationError(f"{self.what} must be a JSON object.")
         return parsed
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    """Several files in one field (cleans to a list; empty when none is required)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        single = super().clean
+        if isinstance(data, (list, tuple)):
+            return [single(d, initial) for d in data]
+        return [single(data, initial)] if data else []

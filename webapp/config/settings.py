@@ -69,6 +69,27 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 VAR_DIR = Path(os.environ.get("STEPLAB_VAR_DIR", BASE_DIR / "var")).resolve()
 STEPLAB_DATA_DIR = Path(os.environ.get("STEPLAB_DATA_DIR", VAR_DIR / "data")).resolve()
 
+# Where a task's repository may come from (docs/security.md): the archives uploaded with task
+# sets, and the directories an administrator lists in STEPLAB_TASK_REPO_ROOTS (default: none).
+# trainer_core reads the same variable wherever an episode starts (workers, the CLI).
+STEPLAB_TASK_ARCHIVES_DIR = STEPLAB_DATA_DIR / "task-archives"
+STEPLAB_TASK_REPO_ROOTS = [
+    part.strip()
+    for part in os.environ.get("STEPLAB_TASK_REPO_ROOTS", "").split(os.pathsep)
+    if part.strip()
+]
+if str(STEPLAB_TASK_ARCHIVES_DIR) not in STEPLAB_TASK_REPO_ROOTS:
+    STEPLAB_TASK_REPO_ROOTS.append(str(STEPLAB_TASK_ARCHIVES_DIR))
+os.environ["STEPLAB_TASK_REPO_ROOTS"] = os.pathsep.join(STEPLAB_TASK_REPO_ROOTS)
+# Where a local model (a training run's base model, a local policy's model_dir) may be read
+# from: Steplab's data directory (models, checkpoints) and the directories an administrator
+# lists in STEPLAB_MODEL_ROOTS.
+STEPLAB_MODEL_ROOTS = [
+    part.strip()
+    for part in os.environ.get("STEPLAB_MODEL_ROOTS", "").split(os.pathsep)
+    if part.strip()
+] + [str(STEPLAB_DATA_DIR)]
+
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",

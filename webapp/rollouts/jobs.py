@@ -16,6 +16,7 @@ queue, and the children that play episodes and stream their steps into the traje
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from trainer_core.envs import make
@@ -54,6 +55,28 @@ def register() -> None:
             description="Claims and plays pending episodes of a collect run until none is left.",
         )
     )
+    kinds.register_kind(
+        kinds.JobKind(
+            name=Kinds.TRY_POLICY,
+            label="Try a policy",
+            task_name=Tasks.TRY_POLICY,
+            queue=Queue.ROLLOUTS,
+            description="One step of a policy on a sample task (the policy page's Try it).",
+        )
+    )
+
+
+def try_run(*, ctx: JobContext) -> None:
+    """One step of the policy on the task; the result (action, usage, the environment's answer)
+    is the job's result, which the policy page shows."""
+    policy = selectors.policy_get_for_job(id=ctx.params.get("policy_id"))
+    task = selectors.sample_task_get(id=str(ctx.params.get("task_id", "")))
+    if task is None:
+        raise ApplicationError(f"Task {ctx.params.get('task_id')} no longer exists.")
+    ctx.progress(0.1, f"Trying {policy.name} on {task}…", force=True)
+    result = services.policy_try(policy=policy, task=task)
+    ctx.set_result(**dataclasses.asdict(result))
+    ctx.progress(1.0, f"Tried {policy.name} on {task}.", force=True)
 
 
 # --- the parent -------------------------------------------------------------------------------

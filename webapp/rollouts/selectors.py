@@ -7,9 +7,13 @@ from typing import Any
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from webapp.common.errors import ApplicationError
+from webapp.jobs.models import JobStatus
+from webapp.jobs.names import Kinds
+from webapp.jobs.selectors import job_get
 from webapp.rollouts.models import CollectRun, Episode, Policy
 from webapp.tasks.models import Task, TaskSet
 
@@ -21,6 +25,14 @@ def policy_list() -> QuerySet[Policy]:
 def policy_get(*, id: int) -> Policy:
     """The policy; Http404 when there is none."""
     return get_object_or_404(Policy, pk=id)
+
+
+def policy_get_for_job(*, id: int | None) -> Policy:
+    """The policy a job uses (ApplicationError: deleted since launch)."""
+    policy = Policy.objects.filter(pk=id).first()
+    if policy is None:
+        raise ApplicationError(f"Policy {id} no longer exists.")
+    return policy
 
 
 def policy_find(*, name: str) -> Policy | None:
@@ -44,6 +56,19 @@ def sample_task_get(*, id: str | None) -> Task | None:
     return Task.objects.select_related("task_set").filter(pk=id).first()
 
 
+def try_result(*, job_id: int) -> dict[str, Any]:
+    """A "Try it" job as the policy page shows it: ``job`` while it runs, then ``result`` (the
+    action, usage and the environment's answer) or ``error``."""
+    job = job_get(id=job_id)
+    if job.kind != Kinds.TRY_POLICY:
+        raise Http404("Not a Try it job.")
+    if not job.is_terminal:
+        return {"job": job}
+    if job.status == JobStatus.SUCCEEDED:
+        return {"result": job.result}
+    return {"error": job.error or job.message}
+
+
 def run_page(*, page: str | int | None):
     """One page (50) of collect runs, newest first."""
     runs = CollectRun.objects.select_related("policy", "task_set", "job").order_by("-id")
@@ -52,9 +77,7 @@ def run_page(*, page: str | int | None):
 
 def run_get(*, id: int) -> CollectRun:
     """The run with its policy, task set and job; Http404 when there is none."""
-    return get_object_or_404(
-        CollectRun.objects.select_related("policy", "task_set", "job"), pk=id
-    )
+    return get_object_or_404(CollectRun.objects.select_related("policy", "task_set", "job"), pk=id)
 
 
 def run_live(*, run: CollectRun) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -22,7 +23,8 @@ from trainer_core.recording.schema import Outcome
 from trainer_core.rollouts.collect import episode_seed
 from trainer_core.tasks.model import Task as TaskSpec
 from webapp.common.errors import ApplicationError
-from webapp.jobs.names import Kinds
+from webapp.common.paths import path_inside_roots
+from webapp.jobs.names import Kinds, Queue
 from webapp.jobs.services import job_enqueue
 from webapp.rollouts.models import CollectRun, Episode, Policy
 from webapp.tasks.models import Task as TaskRow
@@ -57,6 +59,8 @@ def policy_save(
 ) -> Policy:
     parameters = dict(parameters or {})
     _check(kind, model, prompt_format, parameters)
+    if kind == Policy.Kind.LOCAL:
+        _check_model_dir(parameters.get("model_dir") or model)
     if Policy.objects.filter(name=name).exclude(pk=getattr(instance, "pk", None)).exists():
         raise ApplicationError(f"A policy named {name!r} exists already; choose another name.")
     policy = instance or Policy(
@@ -72,8 +76,21 @@ def policy_save(
     return policy
 
 
+def _check_model_dir(model_dir: str) -> None:
+    """A local policy reads its model only from the model roots (its directory is checked
+    when it is saved and again when it is built)."""
+    path_inside_roots(
+        path=model_dir,
+        roots=settings.STEPLAB_MODEL_ROOTS,
+        what="local model directory",
+        setting="STEPLAB_MODEL_ROOTS",
+    )
+
+
 def policy_build(*, policy: Policy, seed: int = 0) -> Any:
     """The policy object that acts (ApplicationError when it cannot be built)."""
+    if policy.kind == Policy.Kind.LOCAL:
+        _check_model_dir((policy.parameters or {}).get("model_dir") or policy.model)
     try:
         return build_policy(
             policy.kind,
@@ -99,9 +116,23 @@ class TryResult:
     seconds: float
 
 
+def policy_try_launch(*, policy: Policy, task: TaskRow, user=None):
+    """Launch "Try it" as a job: one step of ``policy`` on ``task``, played where collect runs
+    (a rollouts worker; the gpu queue for a local model), never in the web process."""
+    queue = Queue.GPU if policy.kind == Policy.Kind.LOCAL else None
+    return job_enqueue(
+        kind=Kinds.TRY_POLICY,
+        params={"policy_id": policy.pk, "task_id": task.pk},
+        user=user,
+        queue=queue,
+        message=f"Waiting for a worker to try {policy.name}.",
+    )
+
+
 def policy_try(*, policy: Policy, task: TaskRow) -> TryResult:
     """One step of ``policy`` on ``task``: the action it chose, its usage, and what the
-    environment answered. Failures of the backend (no key, server down) become a clear error."""
+    environment answered. Failures of the backend (no key, server down) become a clear error.
+    Runs in a worker (``jobs.try_run``): the environment seeds its sandbox there."""
     spec = TaskSpec.model_validate(task.data)
     env_id = task.environment or task.task_set.environment
     if not env_id:
@@ -390,9 +421,7 @@ def episode_begin(*, run: CollectRun, episode: Episode, task: TaskSpec) -> Traje
     return trajectory
 
 
-def episode_record_step(
-    *, run: CollectRun, episode: Episode, trajectory: Trajectory, step
-) -> None:
+def episode_record_step(*, run: CollectRun, episode: Episode, trajectory: Trajectory, step) -> None:
     """Store one step as it happens, and add its tokens and cost to the episode and the run."""
     store.trajectory_append_step(trajectory=trajectory, step=step)
     cost = float(step.metadata.get("cost") or 0.0)

@@ -15,4 +15,5 @@ urlpatterns = [
     path("policies/<int:pk>/", views.policy_detail, name="policy"),
     path("policies/<int:pk>/edit/", views.policy_edit, name="policy_edit"),
     path("policies/<int:pk>/try/", views.policy_try, name="policy_try"),
+    path("policies/<int:pk>/try/<int:job>/", views.policy_try_result, name="policy_try_result"),
 ]

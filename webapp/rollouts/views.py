@@ -67,24 +67,34 @@ def policy_detail(request, pk: int):
 
 @requires(Need.OPERATE)
 def policy_try(request, pk: int):
-    """Run one step of the policy on a sample task and show the action and usage."""
+    """Launch one step of the policy on a sample task (a job on a worker); the partial polls
+    for its result."""
     policy = selectors.policy_get(id=pk)
     if request.method != "POST":
         return redirect("rollouts:policy", pk=pk)
     task = selectors.sample_task_get(id=request.POST.get("task"))
-    result = error = None
+    job = error = None
     if task is None:
         error = "Choose a sample task."
     else:
         try:
-            result = services.policy_try(policy=policy, task=task)
+            job = services.policy_try_launch(policy=policy, task=task, user=request.user)
         except ApplicationError as exc:
             error = exc.message
     return render(
         request,
         "rollouts/policy_detail.html#try_result",
-        {"policy": policy, "result": result, "error": error},
+        {"policy": policy, "job": job, "error": error},
     )
+
+
+@requires(Need.OPERATE)
+def policy_try_result(request, pk: int, job: int):
+    """The result of a "Try it" job: still waiting (the partial polls again), the action and
+    usage, or the error."""
+    policy = selectors.policy_get(id=pk)
+    context = {"policy": policy, **selectors.try_result(job_id=job)}
+    return render(request, "rollouts/policy_detail.html#try_result", context)
 
 
 @requires(Need.OPERATE)

@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from django import forms
 
+from webapp.common.forms import MultipleFileField
+
+MAX_ARCHIVE_BYTES = 200 * 1024 * 1024
+
 
 class TaskImportForm(forms.Form):
     name = forms.CharField(
@@ -17,12 +21,22 @@ class TaskImportForm(forms.Form):
         required=False,
         help_text="…or paste the file's content here.",
     )
+    archives = MultipleFileField(
+        required=False,
+        help_text="Repositories the tasks name in 'repo' (tar archives; a task's repo is the "
+        "archive's file name). A path on the server is refused.",
+    )
 
     def clean(self):
         data = super().clean()
         upload = data.get("file")
         if not upload and not data.get("text", "").strip():
             raise forms.ValidationError("Choose a file or paste its content.")
+        for archive in data.get("archives") or []:
+            if archive.size > MAX_ARCHIVE_BYTES:
+                raise forms.ValidationError(
+                    f"{archive.name} is larger than {MAX_ARCHIVE_BYTES // 2**20} MB."
+                )
         if upload is not None:
             if upload.size > 20 * 1024 * 1024:
                 raise forms.ValidationError("The file is larger than 20 MB; split it.")

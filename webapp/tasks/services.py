@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import secrets
+import shutil
+import tarfile
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from pydantic import ValidationError
 
-from trainer_core.errors import describe_validation_error
+from trainer_core.errors import ConfigError, describe_validation_error
 from trainer_core.tasks.files import TaskFileError, load_tasks
 from trainer_core.tasks.model import Task as TaskSpec
+from trainer_core.tasks.repos import resolve_repo
 from trainer_core.tasks.suites import builtin_suites
 from webapp.common.errors import ApplicationError
 from webapp.tasks.models import Task, TaskSet
@@ -34,16 +40,62 @@ def task_set_import(
     fmt: str | None = None,
     description: str = "",
     source_name: str = "",
+    archives=(),
 ) -> tuple[TaskSet, int]:
     """Import a task file (JSONL or YAML text) into the task set ``name`` (new, or existing:
     tasks are added, and an id that is already there is an error). Nothing is written unless
-    every task is valid."""
+    every task is valid.
+
+    ``archives`` (uploaded files: tarballs of repositories) are stored with the task set; a
+    task's relative ``repo`` names one of them. Any other ``repo`` must lie under an allowed
+    root (``STEPLAB_TASK_REPO_ROOTS``): a host path is refused with the reason."""
+    folder = _archives_store(archives) if archives else None
     try:
-        loaded = load_tasks(text, fmt=fmt)
+        loaded = load_tasks(text, fmt=fmt, repo_base=folder)
+        task_set, count = _task_set_store(loaded, name=name, user=user, description=description)
     except TaskFileError as exc:
+        _archives_discard(folder)
         raise ApplicationError(
             str(exc), extra={"problems": [tuple(p) for p in exc.problems]}
         ) from None
+    except ApplicationError:
+        _archives_discard(folder)
+        raise
+    if folder is not None and not any(t.repo for t in loaded.tasks):
+        _archives_discard(folder)  # nothing uses them
+    return task_set, count
+
+
+def _archives_store(archives) -> Path:
+    """Store uploaded repository archives in a new folder of STEPLAB_TASK_ARCHIVES_DIR; each
+    must be a tar archive (plain or compressed)."""
+    folder = Path(settings.STEPLAB_TASK_ARCHIVES_DIR) / secrets.token_hex(8)
+    folder.mkdir(parents=True)
+    for upload in archives:
+        name = Path(upload.name).name
+        if not name or name.startswith("."):
+            _archives_discard(folder)
+            raise ApplicationError(f"The archive name {upload.name!r} cannot be used; rename it.")
+        target = folder / name
+        with open(target, "wb") as handle:
+            for chunk in upload.chunks():
+                handle.write(chunk)
+        if not tarfile.is_tarfile(target):
+            _archives_discard(folder)
+            raise ApplicationError(
+                f"{name} is not a tar archive (.tar, .tar.gz, .tgz): pack the repository with "
+                "tar, or give its files inline in 'files'."
+            )
+    return folder
+
+
+def _archives_discard(folder: Path | None) -> None:
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _task_set_store(loaded, *, name: str, user, description: str) -> tuple[TaskSet, int]:
+    """Store the loaded tasks in the task set ``name`` (all of them, or none)."""
     set_name = (name or loaded.name or "").strip()
     if not set_name:
         raise ApplicationError("Name the task set (the file has no task_set.name).")
@@ -93,6 +145,11 @@ def task_update(*, task: Task, data: dict[str, Any]) -> Task:
     except ValidationError as exc:
         problems = describe_validation_error(exc, whole="task")
         raise ApplicationError(f"Invalid task: {problems}.") from None
+    if spec.repo:
+        try:
+            spec = spec.model_copy(update={"repo": str(resolve_repo(spec.repo))})
+        except ConfigError as exc:
+            raise ApplicationError(f"Invalid task: {exc}.") from None
     if spec.id != task.external_id:
         if (
             Task.objects.filter(task_set=task.task_set, external_id=spec.id)

@@ -85,6 +85,7 @@ def task_import(request):
                 name=form.cleaned_data["name"],
                 user=request.user,
                 fmt=form.cleaned_data["fmt"],
+                archives=form.cleaned_data.get("archives") or [],
             )
         except ApplicationError as exc:
             problems = exc.extra.get("problems", [])

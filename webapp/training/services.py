@@ -19,6 +19,7 @@ from trainer_core.training.config import config_from_dict, config_help, config_t
 from trainer_core.training.methods import METHODS
 from trainer_core.training.methods import config_class as trainer_config_class
 from webapp.common.errors import ApplicationError
+from webapp.common.paths import path_inside_roots
 from webapp.jobs.names import Kinds
 from webapp.jobs.services import job_enqueue
 from webapp.rollouts.models import Policy
@@ -95,16 +96,23 @@ def _slug(text: str) -> str:
 
 
 def base_model_dir(*, base_model: str = "", checkpoint: Checkpoint | None = None) -> str:
+    """The base model's directory: an earlier checkpoint's, or a directory under the model
+    roots (STEPLAB_MODEL_ROOTS and the data directory) that exists on this machine."""
     if checkpoint is not None:
         return checkpoint.path
-    path = Path(base_model).expanduser()
-    if not base_model or not path.is_dir():
+    path = path_inside_roots(
+        path=base_model,
+        roots=settings.STEPLAB_MODEL_ROOTS,
+        what="base model directory",
+        setting="STEPLAB_MODEL_ROOTS",
+    )
+    if not path.is_dir():
         raise ApplicationError(
             f"The base model must be a local model directory; {base_model!r} is not a directory "
             "on this machine (nothing is downloaded: point at a directory with config.json, the "
             "weights and the tokenizer, or pick an earlier checkpoint)."
         )
-    return str(path.resolve())
+    return str(path)
 
 
 def preview(*, method: str, values: dict[str, Any], base_model: str, dataset=None) -> str:

@@ -2,21 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-
-class MultipleFileInput(forms.ClearableFileInput):
-    allow_multiple_selected = True
-
-
-class MultipleFileField(forms.FileField):
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("widget", MultipleFileInput())
-        super().__init__(*args, **kwargs)
-
-    def clean(self, data, initial=None):
-        single = super().clean
-        if isinstance(data, (list, tuple)):
-            return [single(d, initial) for d in data]
-        return [single(data, initial)] if data else []
+from webapp.common.forms import MultipleFileField
 
 
 class ImportForm(forms.Form):
