@@ -32,7 +32,11 @@ are longer than :data:`BAND_THRESHOLD` it is restricted to the band
 approximated). ``SequenceMatcher`` costs ~20 µs a call, so when the band holds more than
 :data:`FUZZY_BUDGET` same-tool/different-params cells, ``J`` uses the Jaccard index of the
 values' character bigram sets instead of ``SequenceMatcher.ratio()`` (same range and
-ordering in practice, ~20× faster). :func:`step_similarity` always uses ``SequenceMatcher``.
+ordering in practice, ~20× faster); long values (over :data:`EXACT_PARAM_CHARS` together) always
+use the proxy, since ``SequenceMatcher``'s worst case grows faster than their length.
+
+:func:`text_diff` (the observation diff) is bounded too: Myers' search with a budget of
+comparisons, falling back to lines, then to one changed block.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ __all__ = [
     "reward_delta",
     "step_similarity",
     "text_diff",
+    "DiffWork",
+    "TEXT_DIFF_BUDGET",
 ]
 
 GAP_PENALTY = 0.5
@@ -149,17 +155,45 @@ def _bigrams(text: str) -> frozenset[str]:
     return frozenset(text[k : k + 2] for k in range(max(1, len(text) - 1)))
 
 
-def _value_similarity(a: str, b: str, exact: bool = True) -> float:
-    """Similarity of two JSON texts: SequenceMatcher ratio, or bigram Jaccard as the proxy."""
+EXACT_PARAM_CHARS = 2_000
+"""Above this length (both values together) two param values are compared by bigram Jaccard,
+not ``SequenceMatcher`` (whose worst case is quadratic or worse in their length)."""
+
+EXACT_WORK_BUDGET = 2_000_000
+"""Most ``len(a) * len(b)`` one alignment spends on ``SequenceMatcher`` (then: the proxy)."""
+
+
+class _ExactBudget:
+    """How much ``SequenceMatcher`` work an alignment has left (see EXACT_WORK_BUDGET)."""
+
+    def __init__(self, total: int):
+        self.left = total
+
+    def take(self, a: str, b: str) -> bool:
+        cost = len(a) * len(b)
+        if len(a) + len(b) > EXACT_PARAM_CHARS or cost > self.left:
+            return False
+        self.left -= cost
+        return True
+
+
+def _value_similarity(a: str, b: str, exact: bool | _ExactBudget = True) -> float:
+    """Similarity of two JSON texts: SequenceMatcher ratio, or bigram Jaccard as the proxy
+    (always for long values, see :data:`EXACT_PARAM_CHARS`, and once an alignment's
+    :data:`EXACT_WORK_BUDGET` is spent)."""
     if a == b:
         return 1.0
-    if exact:
+    if isinstance(exact, _ExactBudget):
+        exact = exact.take(a, b)
+    if exact and len(a) + len(b) <= EXACT_PARAM_CHARS:
         return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
     x, y = _bigrams(a), _bigrams(b)
     return len(x & y) / len(x | y)
 
 
-def _items_similarity(left: dict[str, str], right: dict[str, str], exact: bool = True) -> float:
+def _items_similarity(
+    left: dict[str, str], right: dict[str, str], exact: bool | _ExactBudget = True
+) -> float:
     """Jaccard-like similarity of two param dicts (JSON texts), in ``[0, 1]``.
 
     Mean over the union of keys of: 1 for equal values, the value similarity when both sides
@@ -270,7 +304,9 @@ def _align_core(
 
     # Fuzzy (same tool, different params) pairs are scored with SequenceMatcher while there are
     # few enough of them in the band; beyond that, with the bigram proxy (see module docstring).
-    exact = _fuzzy_pairs(ltools, lkeys, rtools, rkeys, band) <= FUZZY_BUDGET
+    exact: bool | _ExactBudget = False
+    if _fuzzy_pairs(ltools, lkeys, rtools, rkeys, band) <= FUZZY_BUDGET:
+        exact = _ExactBudget(EXACT_WORK_BUDGET)
     litems = [_param_texts(step) for step in left]
     ritems = [_param_texts(step) for step in right]
     cache: dict[tuple[int, int], float] = {}
@@ -374,15 +410,39 @@ def param_diff(
 
 _TOKEN = re.compile(r"\s+|[^\s]+")
 
+TEXT_DIFF_BUDGET = 200_000
+"""Most comparisons one level of :func:`text_diff`'s Myers search makes (words, then lines): a
+diff costs at most twice this (about 0.2 s of one core), however long or unlike the texts."""
 
-def text_diff(a: str | None, b: str | None) -> list[tuple[str, str]]:
+
+@dataclass
+class DiffWork:
+    """What :func:`text_diff` did: ``work`` comparisons (never above the budget it was given)
+    and the ``level`` of the differences it returns — ``"word"``, ``"line"``, or ``"block"``
+    (the differing middle as one deletion and one insertion, when finer ones would cost more
+    than the budget)."""
+
+    work: int = 0
+    level: str = "word"
+    budget: int = 0  # the most ``work`` could have been: twice the budget per level
+
+
+def text_diff(
+    a: str | None, b: str | None, *, budget: int = TEXT_DIFF_BUDGET, work: DiffWork | None = None
+) -> list[tuple[str, str]]:
     """Word-level diff of two texts as ``(op, text)`` with op ``equal``, ``delete``, ``insert``.
 
     Whitespace is kept as its own tokens, so joining the ``equal`` + ``delete`` pieces gives
     back ``a`` and joining ``equal`` + ``insert`` gives back ``b``. Adjacent pieces with the
     same op are merged; a replacement is a ``delete`` followed by an ``insert``.
+
+    Bounded: the common prefix and suffix are matched in linear time, and the rest by Myers'
+    O((N+M)·D) search, stopped once it has made ``budget`` comparisons; it then tries lines
+    instead of words (``budget`` more), and last shows the differing middle as one block.
+    ``work`` (a :class:`DiffWork`) receives what was spent and at which level.
     """
-    ta, tb = _TOKEN.findall(a or ""), _TOKEN.findall(b or "")
+    work = work if work is not None else DiffWork()
+    work.work, work.level, work.budget = 0, "word", 2 * budget
     out: list[tuple[str, str]] = []
 
     def emit(op: str, text: str) -> None:
@@ -393,14 +453,95 @@ def text_diff(a: str | None, b: str | None) -> list[tuple[str, str]]:
         else:
             out.append((op, text))
 
-    matcher = difflib.SequenceMatcher(None, ta, tb, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            emit("equal", "".join(ta[i1:i2]))
-        else:
-            emit("delete", "".join(ta[i1:i2]))
-            emit("insert", "".join(tb[j1:j2]))
+    ta, tb = _TOKEN.findall(a or ""), _TOKEN.findall(b or "")
+    pre = _common_prefix(ta, tb)
+    suf = _common_prefix(ta[pre:][::-1], tb[pre:][::-1])
+    mid_a, mid_b = ta[pre : len(ta) - suf], tb[pre : len(tb) - suf]
+    emit("equal", "".join(ta[:pre]))
+    ops = _myers(mid_a, mid_b, budget, work)
+    if ops is None:
+        work.level = "line"
+        mid_a = "".join(mid_a).splitlines(keepends=True)
+        mid_b = "".join(mid_b).splitlines(keepends=True)
+        ops = _myers(mid_a, mid_b, work.work + budget, work)
+    if ops is None:
+        work.level = "block"
+        ops = [("delete", 0, len(mid_a)), ("insert", 0, len(mid_b))]
+    for op, start, end in ops:
+        emit(op, "".join((mid_b if op == "insert" else mid_a)[start:end]))
+    emit("equal", "".join(ta[len(ta) - suf :]))
     return out
+
+
+def _common_prefix(x: Sequence[str], y: Sequence[str]) -> int:
+    n = 0
+    for p, q in zip(x, y, strict=False):
+        if p != q:
+            break
+        n += 1
+    return n
+
+
+def _myers(
+    x: Sequence[str], y: Sequence[str], budget: int, work: DiffWork
+) -> list[tuple[str, int, int]] | None:
+    """Myers' shortest edit script of ``x`` into ``y`` as ``(op, start, end)`` runs (``equal``
+    and ``delete`` index ``x``, ``insert`` indexes ``y``), or None when ``work.work`` (every
+    comparison counts) would pass ``budget`` first."""
+    n, m = len(x), len(y)
+    if n == 0 or m == 0:
+        return [("delete", 0, n)] * bool(n) + [("insert", 0, m)] * bool(m)
+    offset = n + m
+    v = [0] * (2 * offset + 2)
+    trace: list[list[int]] = []
+    for d in range(n + m + 1):
+        trace.append(v[offset - d : offset + d + 2])  # the frontier before round d
+        for k in range(-d, d + 1, 2):
+            if k == -d or (k != d and v[offset + k - 1] < v[offset + k + 1]):
+                i = v[offset + k + 1]  # down: an insertion
+            else:
+                i = v[offset + k - 1] + 1  # right: a deletion
+            j = i - k
+            while i < n and j < m and x[i] == y[j] and work.work < budget:
+                i, j = i + 1, j + 1
+                work.work += 1
+            if work.work >= budget:
+                return None
+            work.work += 1
+            v[offset + k] = i
+            if i >= n and j >= m:
+                return _myers_path(trace, d, n, m)
+    return None  # not reached: round n + m always ends the search
+
+
+def _myers_path(trace: list[list[int]], d_end: int, n: int, m: int) -> list[tuple[str, int, int]]:
+    """Walk the saved frontiers back from (n, m) to (0, 0): the edit script as runs.
+    ``trace[d]`` is the frontier before round d, holding diagonal k at index ``k + d``."""
+    moves: list[tuple[str, int]] = []  # (op, index), the last move first
+    x, y = n, m
+    for d in range(d_end, 0, -1):
+        frontier = trace[d]
+        k = x - y
+        down = k == -d or (k != d and frontier[k - 1 + d] < frontier[k + 1 + d])
+        prev_k = k + 1 if down else k - 1
+        prev_x = frontier[prev_k + d]
+        prev_y = prev_x - prev_k
+        start_x, start_y = (prev_x, prev_y + 1) if down else (prev_x + 1, prev_y)
+        while x > start_x and y > start_y:  # the snake after the edit
+            x, y = x - 1, y - 1
+            moves.append(("equal", x))
+        moves.append(("insert", prev_y) if down else ("delete", prev_x))
+        x, y = prev_x, prev_y
+    while x > 0:  # round 0's snake: a common prefix (x == y)
+        x -= 1
+        moves.append(("equal", x))
+    runs: list[tuple[str, int, int]] = []
+    for op, index in reversed(moves):
+        if runs and runs[-1][0] == op and runs[-1][2] == index:
+            runs[-1] = (op, runs[-1][1], index + 1)
+        else:
+            runs.append((op, index, index + 1))
+    return runs
 
 
 def reward_delta(left_step: Any, right_step: Any) -> float | None:

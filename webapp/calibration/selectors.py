@@ -102,7 +102,9 @@ def agreement(
     and per rubric, tool and domain, plus a reliability curve and a confusion matrix."""
     labels = human_labels(queue=queue)
     ceiling = stats.human_agreement(labels) if labels else {}
-    rows = [r for r in labelled_steps(reward_model=reward_model, queue=queue) if r["model"] is not None]
+    rows = [
+        r for r in labelled_steps(reward_model=reward_model, queue=queue) if r["model"] is not None
+    ]
     human = [r["human"] for r in rows]
     model = [r["model"] for r in rows]
     overall = stats.model_agreement(human, model) if rows else {}
@@ -232,8 +234,8 @@ def item_pair(*, item: QueueItem) -> dict[str, Any]:
     """A pairwise item's step-aligned diff (nothing for a single trajectory)."""
     if not item.other_id:
         return {}
-    diff = diff_context(left=item.trajectory, right=item.other)
-    return {k: diff[k] for k in ("rows", "first_divergence", "scored_by")}
+    diff = diff_context(left=item.trajectory, right=item.other, page=None)
+    return {k: diff[k] for k in ("left", "right", "rows", "first_divergence", "scored_by")}
 
 
 def labels_of(*, item: QueueItem, user) -> QuerySet[StepLabel]:

@@ -11,7 +11,14 @@ from django.db import connection
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
-from trainer_core.recording.align import align_steps, param_diff, reward_delta, text_diff
+from trainer_core.recording.align import (
+    TEXT_DIFF_BUDGET,
+    DiffWork,
+    align_steps,
+    param_diff,
+    reward_delta,
+    text_diff,
+)
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
 from webapp.trajectories import hooks
 from webapp.trajectories.models import Step as StepRow
@@ -20,6 +27,10 @@ from webapp.trajectories.models import Trajectory as TrajectoryRow
 PAGE_SIZE = 50
 OBSERVATION_PREVIEW = 2000
 FIRST_SCREEN_STEPS = 200
+# The diff page: rows per page, and the comparisons its observation diffs may spend in all
+# (about 0.3 s of one core; rows beyond load their differences on demand).
+DIFF_ROWS_PER_PAGE = 200
+DIFF_PAGE_BUDGET = 3 * TEXT_DIFF_BUDGET
 
 #: name → (label, column, descending). Every order ends with the id, so pages are stable.
 SORTS: dict[str, tuple[str, str, bool]] = {
@@ -321,41 +332,86 @@ def trajectory_specs(*, ids: list[int]) -> dict[int, Trajectory]:
     return out
 
 
-def diff_context(*, left: TrajectoryRow, right: TrajectoryRow) -> dict:
+def diff_context(
+    *,
+    left: TrajectoryRow,
+    right: TrajectoryRow,
+    page: int | None = 1,
+    budget: int = DIFF_PAGE_BUDGET,
+) -> dict:
     """The aligned rows of two trajectories for the diff table (also used by pairwise
     annotation). When a reward-model version scored both (``hooks.step_rewards``), its step
-    totals are the steps' rewards, so the diff shows the per-step reward differences."""
+    totals are the steps' rewards, so the diff shows the per-step reward differences.
+
+    Bounded: ``page`` (1-based; None: every row) holds :data:`DIFF_ROWS_PER_PAGE` rows, and the
+    word-level differences of observations spend at most ``budget`` comparisons in all; a row
+    beyond that says so and loads its own differences on demand (``step_text_diff``)."""
     left_steps = list(left.steps.order_by("index"))
     right_steps = list(right.steps.order_by("index"))
     scored_by = _use_step_rewards(left, right, left_steps, right_steps)
     alignment = align_steps(left_steps, right_steps)
-    rows = []
-    for position, aligned in enumerate(alignment.rows):
-        a = left_steps[aligned.left_index] if aligned.left_index is not None else None
-        b = right_steps[aligned.right_index] if aligned.right_index is not None else None
-        rows.append(
-            {
-                "position": position,
-                "kind": aligned.kind,
-                "left": a,
-                "right": b,
-                "first": position == alignment.first_divergence,
-                "params": param_diff(a.params, b.params)
-                if a and b and aligned.kind == "changed_params"
-                else [],
-                "observation": text_diff(a.observation, b.observation)
-                if a and b and aligned.kind == "changed_observation"
-                else [],
-                "reward_delta": reward_delta(a, b) if a and b else None,
-            }
-        )
+    pages = max(1, -(-len(alignment.rows) // DIFF_ROWS_PER_PAGE))
+    if page is not None:
+        page = min(max(1, page), pages)
+        first = (page - 1) * DIFF_ROWS_PER_PAGE
+        shown = range(first, min(len(alignment.rows), first + DIFF_ROWS_PER_PAGE))
+    else:
+        shown = range(len(alignment.rows))
+    spent = DiffWork()
+    rows = [
+        _diff_row(position, alignment, left_steps, right_steps, budget, spent) for position in shown
+    ]
     return {
         "left": left,
         "right": right,
         "rows": rows,
         "first_divergence": alignment.first_divergence,
         "scored_by": scored_by,
+        "page": page,
+        "pages": pages,
+        "total_rows": len(alignment.rows),
+        "diff_work": spent.work,
     }
+
+
+def _diff_row(position, alignment, left_steps, right_steps, budget: int, spent: DiffWork):
+    """One row of the diff table; its observation diff only while the page's budget lasts."""
+    aligned = alignment.rows[position]
+    a = left_steps[aligned.left_index] if aligned.left_index is not None else None
+    b = right_steps[aligned.right_index] if aligned.right_index is not None else None
+    row = {
+        "position": position,
+        "kind": aligned.kind,
+        "left": a,
+        "right": b,
+        "first": position == alignment.first_divergence,
+        "params": param_diff(a.params, b.params)
+        if a and b and aligned.kind == "changed_params"
+        else [],
+        "observation": [],
+        "observation_level": "",
+        "observation_deferred": False,
+        "reward_delta": reward_delta(a, b) if a and b else None,
+    }
+    if a and b and aligned.kind == "changed_observation":
+        if budget - spent.work >= 2 * TEXT_DIFF_BUDGET:
+            work = DiffWork()
+            row["observation"] = text_diff(a.observation, b.observation, work=work)
+            row["observation_level"] = work.level
+            spent.work += work.work
+        else:
+            row["observation_deferred"] = True
+    return row
+
+
+def step_text_diff(*, left: TrajectoryRow, right: TrajectoryRow, left_index: int, right_index: int):
+    """The word-level differences of one pair of steps' observations (the diff's "show the
+    differences" of a row beyond the page's budget), bounded like every text diff."""
+    a = step_get(trajectory_id=left.pk, index=left_index)
+    b = step_get(trajectory_id=right.pk, index=right_index)
+    work = DiffWork()
+    ops = text_diff(a.observation, b.observation, work=work)
+    return {"observation": ops, "observation_level": work.level}
 
 
 def _use_step_rewards(left, right, left_steps, right_steps):

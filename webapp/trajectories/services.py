@@ -453,4 +453,6 @@ def trajectories_import_uploads(*, uploads, format: str | None, user) -> ImportS
     afterwards, all or nothing."""
     with tempfile.TemporaryDirectory(prefix="steplab-upload-") as folder:
         staged = uploads_stage(uploads=uploads, folder=Path(folder))
-        return trajectories_import_files(paths=staged_paths(folder=staged), format=format, user=user)
+        return trajectories_import_files(
+            paths=staged_paths(folder=staged), format=format, user=user
+        )

@@ -109,7 +109,9 @@ def trajectory_import(request):
         uploads = form.cleaned_data["files"]
         fmt = form.cleaned_data["format"] or None
         if services.uploads_need_job(uploads=uploads, background=form.cleaned_data["background"]):
-            job = services.trajectories_import_enqueue(uploads=uploads, format=fmt, user=request.user)
+            job = services.trajectories_import_enqueue(
+                uploads=uploads, format=fmt, user=request.user
+            )
             messages.info(request, f"Importing {len(uploads)} file(s) in job {job.pk}.")
             return redirect("jobs:detail", pk=job.pk)
         try:
@@ -177,5 +179,24 @@ def trajectory_diff(request):
         return redirect("trajectories:list")
     left = selectors.trajectory_get(id=int(ids[0]))
     right = selectors.trajectory_get(id=int(ids[1]))
-    context = {"active_area": "trajectories", **selectors.diff_context(left=left, right=right)}
-    return render(request, "trajectories/diff.html", context)
+    page = int(request.GET["page"]) if request.GET.get("page", "").isdigit() else 1
+    diff = selectors.diff_context(left=left, right=right, page=page)
+    return render(request, "trajectories/diff.html", {"active_area": "trajectories", **diff})
+
+
+@requires(Need.READ)
+def trajectory_diff_step(request):
+    """The word-level differences of one pair of observations, loaded on demand by a diff row
+    beyond the page's budget (bounded like every text diff)."""
+    try:
+        a, b = int(request.GET["a"]), int(request.GET["b"])
+        left_index, right_index = int(request.GET["left"]), int(request.GET["right"])
+    except (KeyError, ValueError):
+        raise Http404("Give a, b, left and right (trajectory ids and step indexes).") from None
+    context = selectors.step_text_diff(
+        left=selectors.trajectory_get(id=a),
+        right=selectors.trajectory_get(id=b),
+        left_index=left_index,
+        right_index=right_index,
+    )
+    return render(request, "trajectories/diff.html#textdiff", context)

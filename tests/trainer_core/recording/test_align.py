@@ -4,8 +4,10 @@ from typing import Any
 import pytest
 
 from trainer_core.recording.align import (
+    TEXT_DIFF_BUDGET,
     AlignedRow,
     Alignment,
+    DiffWork,
     align_steps,
     param_diff,
     reward_delta,
@@ -197,3 +199,69 @@ def test_500_by_500_all_fuzzy_pairs_pair_up():
     right = seq(500, "b")
     al = align_steps(left, right)
     assert kinds(al) == ["changed_params"] * 500
+
+
+# --- bounded text diff ---------------------------------------------------------------------------
+
+
+def _words(rng, n: int, alphabet: str) -> str:
+    text = " ".join(
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(2, 7))) for _ in range(n)
+    )
+    return text[:n]
+
+
+def _rebuilt(ops):
+    left = "".join(t for op, t in ops if op in ("equal", "delete"))
+    right = "".join(t for op, t in ops if op in ("equal", "insert"))
+    return left, right
+
+
+@pytest.mark.parametrize("size", [2_000, 4_000, 100_000])
+def test_the_worst_case_diff_does_bounded_work_and_still_rebuilds_both_texts(size):
+    """Two observations that share only their spaces made the old diff cubic (2 KB: seconds,
+    4 KB: ~20 s of server CPU per page). The work is now capped whatever the input."""
+    import random
+
+    rng = random.Random(size)
+    a, b = _words(rng, size, "abcdefghij"), _words(rng, size, "klmnopqrst")
+    work = DiffWork()
+    ops = text_diff(a, b, work=work)
+    assert work.work <= work.budget == 2 * TEXT_DIFF_BUDGET
+    assert _rebuilt(ops) == (a, b)
+    tight = DiffWork()
+    ops = text_diff(a, b, budget=1_000, work=tight)
+    assert tight.work <= 2_000 and tight.level in ("line", "block")
+    assert _rebuilt(ops) == (a, b)
+
+
+def test_the_diff_is_a_shortest_edit_on_small_inputs():
+    """Myers' search finds as few changed tokens as a full LCS (checked by brute force)."""
+    import random
+    import re
+
+    rng = random.Random(7)
+    tokens = re.compile(r"\s+|[^\s]+")
+    for _ in range(400):
+        a = " ".join(rng.choice("abc") for _ in range(rng.randint(0, 8)))
+        b = " ".join(rng.choice("abc") for _ in range(rng.randint(0, 8)))
+        ops = text_diff(a, b)
+        assert _rebuilt(ops) == (a, b)
+        ta, tb = tokens.findall(a), tokens.findall(b)
+        lcs = [[0] * (len(tb) + 1) for _ in range(len(ta) + 1)]
+        for i in range(len(ta) - 1, -1, -1):
+            for j in range(len(tb) - 1, -1, -1):
+                lcs[i][j] = (
+                    lcs[i + 1][j + 1] + 1 if ta[i] == tb[j] else max(lcs[i + 1][j], lcs[i][j + 1])
+                )
+        kept = sum(len(tokens.findall(t)) for op, t in ops if op == "equal")
+        assert kept == lcs[0][0], (a, b, ops)
+
+
+def test_long_param_values_are_compared_in_linear_time():
+    """A pair of long param values (an edit of a big file) takes the bigram proxy, not
+    SequenceMatcher, so aligning steps with big params stays fast."""
+    long_a = {"file_path": "x.py", "content": "a b " * 5_000}
+    long_b = {"file_path": "x.py", "content": "b a " * 5_000}
+    score = step_similarity(S("edit_file", long_a), S("edit_file", long_b))
+    assert 0.5 <= score <= 0.9

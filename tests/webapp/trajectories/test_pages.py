@@ -270,3 +270,50 @@ def test_a_running_trajectory_shows_new_steps_as_they_arrive(viewer):
     assert 'id="step-1"' in poll and 'id="step-0"' not in poll
     assert 'data-testid="live-steps"' not in poll  # finished: the polling stops
     assert 'data-testid="status">finished' in poll and 'data-testid="outcome">success' in poll
+
+
+def _long_observations(marker: str, alphabet: str, steps: int, size: int) -> Trajectory:
+    import random
+
+    rng = random.Random(marker)
+
+    def text() -> str:
+        words = (
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(2, 7))) for _ in range(size)
+        )
+        return " ".join(words)[:size]
+
+    return Trajectory(
+        task=TaskRef(id="task-long", prompt="Read the logs", domain="coding"),
+        agent="swe-agent",
+        steps=[
+            Step(index=i, tool="bash", params={"command": f"cat log{i}"}, observation=text())
+            for i in range(steps)
+        ],
+        outcome=Outcome(success=True),
+    )
+
+
+def test_a_diff_of_long_unlike_observations_has_a_bounded_cost_and_pages(viewer):
+    """The worst case of the old diff (2 KB observations sharing only their spaces, on every
+    step): the page spends at most its budget of comparisons, later rows load their own
+    differences on demand, and long trajectories are shown 200 rows a page."""
+    from webapp.trajectories.selectors import DIFF_PAGE_BUDGET, DIFF_ROWS_PER_PAGE
+
+    a, b = _store(
+        _long_observations("left", "abcdefghij", 250, 2_000),
+        _long_observations("right", "klmnopqrst", 250, 2_000),
+    )
+    response = viewer.get(reverse("trajectories:diff"), {"a": a, "b": b})
+    assert response.status_code == 200
+    assert response.context["diff_work"] <= DIFF_PAGE_BUDGET
+    assert len(response.context["rows"]) == DIFF_ROWS_PER_PAGE
+    body = response.content.decode()
+    assert 'data-testid="textdiff"' in body and 'data-testid="textdiff-deferred"' in body
+    assert "Page 1 of 2 (250 aligned rows)" in body
+    second = viewer.get(reverse("trajectories:diff"), {"a": a, "b": b, "page": 2})
+    assert len(second.context["rows"]) == 50 and second.context["rows"][0]["position"] == 200
+    one = viewer.get(
+        reverse("trajectories:diff_step"), {"a": a, "b": b, "left": 199, "right": 199}
+    ).content.decode()
+    assert 'data-testid="textdiff"' in one and "<del>" in one and "<ins>" in one
