@@ -3,7 +3,8 @@ per group (offline GRPO on recorded trajectories)::
 
     {"prompt": [system?, user],                  # TRL's conversational prompt
      "completions": [[assistant, tool, ...], ...], # each trajectory after the prompt
-     "rewards": [1.0, 0.0, ...],                 # each trajectory's reward
+     "rewards": [1.0, 0.0, ...],                 # each trajectory's reward (model total)
+     "outcome_rewards": [1.0, 0.0, ...] | None,  # each one's outcome (None: one is unknown)
      "trajectory_ids": [...], "step_ids": [[...], ...],
      "step_rewards": [[0.9, None], ...],         # per assistant turn (None: unscored)
      "task_id", "tools": "[{...}]" | None}
@@ -37,7 +38,7 @@ from trainer_core.datasets.items import (
 )
 from trainer_core.errors import ConfigError
 
-__all__ = ["grpo_groups"]
+__all__ = ["grpo_groups", "outcome_reward"]
 
 
 def _check_sizes(min_group: int, max_group: int) -> None:
@@ -62,6 +63,18 @@ def _chunks(members: list[Any], max_group: int) -> list[list[Any]]:
         out.append(members[start : start + size])
         start += size
     return out
+
+
+def outcome_reward(trajectory) -> float | None:
+    """The trajectory's outcome reward (what GRPO's ``outcome`` estimator compares): partial
+    credit, else the score, else 1 / 0 for success / failure; None when the outcome is unknown."""
+    outcome = trajectory.outcome
+    for value in (outcome.partial_credit, outcome.score):
+        if value is not None:
+            return float(value)
+    if outcome.success is not None:
+        return 1.0 if outcome.success else 0.0
+    return None
 
 
 def grpo_groups(
@@ -95,10 +108,12 @@ def grpo_groups(
                 stats.skip("small_group_trajectories", len(chunk))
                 continue
             stats.rows += 1
+            outcomes = [outcome_reward(item.trajectory) for item, *_ in chunk]
             yield {
                 "prompt": prompts[key],
                 "completions": [completion for _, _, completion, _ in chunk],
                 "rewards": [reward for *_, reward in chunk],
+                "outcome_rewards": None if None in outcomes else outcomes,
                 "trajectory_ids": [item.trajectory_id for item, *_ in chunk],
                 "step_ids": [[v.step_id for v in steps] for _, steps, *_ in chunk],
                 "step_rewards": [[v.reward for v in steps] for _, steps, *_ in chunk],

@@ -37,11 +37,21 @@ DTYPES = ("fp32", "bf16")
 LR_SCHEDULES = ("constant", "linear", "cosine")
 
 
-def option(default: Any = dataclasses.MISSING, *, help: str, **kwargs: Any) -> Any:  # noqa: A002
-    """A config field with its help text (shown in the job form)."""
+def option(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str,  # noqa: A002
+    choices: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A config field with its help text (shown in the job form) and, for a closed set of
+    values, its ``choices`` (a menu in the form)."""
+    metadata: dict[str, Any] = {"help": help}
+    if choices is not None:
+        metadata["choices"] = tuple(choices)
     if default is dataclasses.MISSING:
-        return field(metadata={"help": help}, **kwargs)
-    return field(default=default, metadata={"help": help}, **kwargs)
+        return field(metadata=metadata, **kwargs)
+    return field(default=default, metadata=metadata, **kwargs)
 
 
 # --------------------------------------------------------------------------- configs
@@ -245,6 +255,9 @@ def config_from_dict(cls: type, data: Mapping[str, Any]) -> Any:
     fields and values of the wrong type are a ConfigError that names them."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"a {cls.__name__} is a mapping of options, not {type(data).__name__}")
+    upgrade = getattr(cls, "upgrade_options", None)
+    if upgrade is not None:  # options stored by an earlier version, as today's
+        data = upgrade(data)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
@@ -263,6 +276,10 @@ def config_from_dict(cls: type, data: Mapping[str, Any]) -> Any:
         raise ConfigError(f"{cls.__name__} needs {', '.join(required)}")
     hints = typing.get_type_hints(cls)
     values = {name: _coerce(name, value, hints.get(name, Any)) for name, value in data.items()}
+    for name, value in values.items():
+        choices = fields[name].metadata.get("choices")
+        if choices is not None and value not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)} (got {value!r})")
     config = cls(**values)
     return config
 

@@ -33,7 +33,6 @@ class EpisodeSettings(Protocol):
     max_episode_steps: int
     max_length: int
     observation_masking: bool
-    step_error_penalty: float
 
 
 @dataclass
@@ -41,8 +40,8 @@ class Completion:
     """One trajectory of a group, encoded with its prompt."""
 
     encoded: Encoded  # labels only on the completion's tokens that carry loss
-    reward: float  # the trajectory's reward R (what GRPO's trajectory-level advantage uses)
-    step_rewards: list[float]  # r_t per assistant turn, R included (step-level advantage)
+    reward: float  # the trajectory's outcome reward R (the outcome estimator's)
+    step_rewards: list[float | None]  # the reward model's r_t per assistant turn (None: unscored)
     success: bool | None = None  # online: the environment's outcome
 
 
@@ -96,7 +95,6 @@ class _Episode:
     labels: list[int]
     steps: list[int]
     rewards: list[float] = field(default_factory=list)
-    errors: list[bool] = field(default_factory=list)
     success: bool = False
     done: bool = False
 
@@ -144,7 +142,6 @@ def _play_turn(
     error = parsed if isinstance(parsed, str) else None
     ts = play_step(e.env, Decision(action=action, error=error, raw=generation.text))
     e.rewards.append(float(ts.reward))
-    e.errors.append(bool(ts.info.get("error")))
     if ts.done or turn == config.max_episode_steps - 1:
         e.done = True
         e.success = bool((ts.info.get("outcome") or {}).get("success"))
@@ -160,15 +157,14 @@ def _play_turn(
 
 def _completion(e: _Episode, config: EpisodeSettings) -> Completion:
     """A finished episode as a :class:`Completion`: without ``observation_masking`` every token
-    after the prompt carries loss; step rewards lose ``step_error_penalty`` where the
-    environment answered with an error."""
+    after the prompt carries loss. Its reward is the environment's (the outcome reward of the
+    submission); its steps have no reward model's scores (``None``)."""
     labels = e.labels
     if not config.observation_masking:
         start = e.steps.index(0) if 0 in e.steps else len(e.ids)
         labels = [IGNORE_INDEX if p < start else t for p, t in enumerate(e.ids)]
     encoded = Encoded(e.ids, labels, e.steps, [1.0] * len(e.ids))
-    penalty = config.step_error_penalty
-    steps = [r - (penalty if err else 0.0) for r, err in zip(e.rewards, e.errors, strict=True)]
+    steps: list[float | None] = [None] * max(1, len(e.rewards))
     return Completion(encoded, float(sum(e.rewards)), steps, success=e.success)
 
 

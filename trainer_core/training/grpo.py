@@ -20,16 +20,19 @@ Online (``env_id``)
     ``max_length`` gets the rewards it earned so far.
 
 Advantages
-    GRPO's group-relative advantage of each completion's reward: ``(R − mean) / (std + 1e-4)``
-    over its group (``scale_rewards``; else not divided), given to every token of the completion.
-    ``step_level_advantage``: each step (assistant turn) gets its own advantage from its
-    reward-to-go instead (:func:`~trainer_core.training.losses.step_advantages`): step ``t`` of
-    completion ``i`` has the reward ``r_{i,t} = s_{i,t} + (R_i at the last step)``, where ``s`` is
-    the row's ``step_rewards`` offline and, online, the environment's reward of that step minus
-    ``step_error_penalty`` when the environment answered it with an error (a malformed output, an
-    unknown tool, bad parameters, a failed calculation); step ``t``'s advantage is
-    ``(Σ_{k≥t} r_{i,k} − mean_g) / (std_g + 1e-4)`` with the mean and std of the returns
-    ``Σ_k r_{i,k}`` of the group. Off, step rewards and the penalty are not used at all.
+    ``advantage`` names the estimator (:mod:`trainer_core.training.advantages`, each exactly as
+    published): ``outcome`` — GRPO's ``(R_i − mean R) / (std R + ε)`` of each completion's
+    outcome reward at every one of its steps (``scale_rewards`` off: Dr. GRPO's ``R_i − mean
+    R``); ``process`` — DeepSeekMath's process supervision: every step reward of the group
+    normalised by the mean and std of all of them, a step's advantage the sum of its own and the
+    later ones; ``mixed`` — outcome plus ``process_weight`` × process. Offline, a row's
+    ``outcome_rewards`` (else ``rewards``) are the outcome rewards and its ``step_rewards`` the
+    reward model's step totals (never with the outcome added). Online, episodes have an outcome
+    only: ``process`` and ``mixed`` need a reward model's step scores, so they train offline on an
+    exported GRPO dataset (a pipeline exports one). Runs made before the estimators were
+    corrected stored ``step_level_advantage`` (a reward-to-go centred on whole-trajectory
+    returns, which pushed later steps down): it loads as ``mixed`` (true) or ``outcome`` (false)
+    and :data:`LEGACY_NOTE` says so.
 
 Loss
     :func:`~trainer_core.training.losses.grpo_loss` (grpo, dr_grpo, dapo, bnpo; KL coefficient
@@ -57,20 +60,17 @@ from typing import Any
 
 from trainer_core.errors import ConfigError, InputError
 from trainer_core.progress import ProgressEvent
+from trainer_core.training.advantages import ESTIMATORS, estimate
 from trainer_core.training.config import TrainConfig, TrainResult, option
 from trainer_core.training.data import batch_indices, collate, process_share, read_rows, to_device
 from trainer_core.training.dpo import encode_continuation, frozen_reference, prompt_messages
 from trainer_core.training.episodes import Completion, Group, load_tasks_for, rollout_groups
 from trainer_core.training.loop import Run, prepare_run, report, start_run
-from trainer_core.training.losses import (
-    check_grpo_settings,
-    group_advantages,
-    grpo_loss,
-    step_advantages,
-)
+from trainer_core.training.losses import check_grpo_settings, grpo_loss
 from trainer_core.training.modelling import IGNORE_INDEX, load_seeded
 
 __all__ = [
+    "LEGACY_NOTE",
     "Completion",
     "GRPOConfig",
     "Group",
@@ -83,9 +83,28 @@ __all__ = [
 ]
 
 
+LEGACY_NOTE = (
+    "This run used the earlier, wrong step-level advantage (each step's reward-to-go centred on "
+    "the group's whole-trajectory returns, which pushed later steps down); its options load as "
+    "today's {advantage!r} estimator."
+)
+
+
 @dataclass
 class GRPOConfig(TrainConfig):
     """Group relative policy optimisation (see :mod:`trainer_core.training.grpo`)."""
+
+    @staticmethod
+    def upgrade_options(data: Mapping[str, Any]) -> dict[str, Any]:
+        """Options stored before the estimators were corrected, as today's:
+        ``step_level_advantage`` true → ``advantage: mixed``, false → ``outcome``;
+        ``step_error_penalty`` (online step rewards) is gone."""
+        data = dict(data)
+        if "step_level_advantage" in data:
+            legacy = data.pop("step_level_advantage")
+            data.setdefault("advantage", "mixed" if legacy else "outcome")
+        data.pop("step_error_penalty", None)
+        return data
 
     batch_size: int = option(
         2,
@@ -113,10 +132,16 @@ class GRPOConfig(TrainConfig):
     scale_rewards: bool = option(
         True, help="Divide each group's centred rewards by its standard deviation."
     )
-    step_level_advantage: bool = option(
-        False,
-        help="Give each step its own advantage from its reward-to-go (step rewards and, online, "
-        "step_error_penalty); off, every token of a completion gets the completion's advantage.",
+    advantage: str = option(
+        "outcome",
+        help="The advantage estimator: outcome (GRPO: each completion's outcome reward, "
+        "group-normalised, at every step), process (DeepSeekMath's process supervision: the "
+        "reward model's step scores, normalised over the group, summed from each step on) or "
+        "mixed (outcome + process_weight × process). process and mixed train offline.",
+        choices=ESTIMATORS,
+    )
+    process_weight: float = option(
+        1.0, help="mixed only: the weight of the process advantage added to the outcome one."
     )
     observation_masking: bool = option(
         True,
@@ -139,11 +164,6 @@ class GRPOConfig(TrainConfig):
         64, help="Online: use the first this many tasks (0: all of the task file)."
     )
     max_episode_steps: int = option(4, help="Online: the most turns of an episode.")
-    step_error_penalty: float = option(
-        0.1,
-        help="Online, step_level_advantage only: subtracted from the reward of a step the "
-        "environment answered with an error.",
-    )
     system_prompt: bool = option(
         True,
         help="Online: prompt with the tools' system prompt, as the local-model policy does. Off: "
@@ -165,6 +185,16 @@ class GRPOConfig(TrainConfig):
                 "GRPOConfig: give dataset (an exported GRPO groups JSONL file) or env_id (online)"
             )
         check_grpo_settings(self.loss_type, self.beta, self.epsilon, self.epsilon_high)
+        if self.advantage not in ESTIMATORS:
+            raise ConfigError(
+                f"advantage must be one of {', '.join(ESTIMATORS)} (got {self.advantage!r})"
+            )
+        if self.online and self.advantage != "outcome":
+            raise ConfigError(
+                f"advantage {self.advantage!r} needs a reward model's step scores, which online "
+                "episodes do not have: export a GRPO dataset of scored trajectories (a pipeline "
+                "does) and train offline, or use advantage: outcome"
+            )
         if self.group_size < 2:
             raise ConfigError(f"group_size must be at least 2 (got {self.group_size})")
         if not self.temperature > 0:
@@ -196,6 +226,10 @@ def encode_group(row: Mapping[str, Any], index: int, tokenizer: Any, config: GRP
     prompt = prompt_messages(row, index)
     completions, rewards = row["completions"], row["rewards"]
     step_rewards = row.get("step_rewards")
+    outcome_key = "outcome_rewards" if row.get("outcome_rewards") is not None else "rewards"
+    outcomes = row[outcome_key]
+    if not isinstance(outcomes, list) or len(outcomes) != len(completions):
+        raise InputError(f"row {index}: {outcome_key} must be a list with one per completion")
     if not isinstance(completions, list) or not isinstance(rewards, list):
         raise InputError(f"row {index}: completions and rewards must be lists")
     if len(completions) != len(rewards):
@@ -222,15 +256,12 @@ def encode_group(row: Mapping[str, Any], index: int, tokenizer: Any, config: GRP
         given = step_rewards[i] if step_rewards is not None else None
         if given is not None and not isinstance(given, list):
             raise InputError(f"row {index}: step_rewards[{i}] must be a list")
-        steps = [
-            _number(r, f"step_rewards[{i}]", index) if r is not None else 0.0 for r in (given or [])
+        steps: list[float | None] = [
+            _number(r, f"step_rewards[{i}]", index) if r is not None else None
+            for r in (given or [])
         ][:turns]
-        steps += [0.0] * (turns - len(steps))
-        reward = _number(rewards[i], f"rewards[{i}]", index)
-        if steps:
-            steps[-1] += reward  # the trajectory's reward belongs to its last step
-        else:
-            steps = [reward]
+        steps += [None] * (max(turns, 1) - len(steps))
+        reward = _number(outcomes[i], f"{outcome_key}[{i}]", index)
         out.append(Completion(encoded=encoded, reward=reward, step_rewards=steps))
     return Group(completions=out, key=str(index))
 
@@ -239,22 +270,15 @@ def encode_group(row: Mapping[str, Any], index: int, tokenizer: Any, config: GRP
 
 
 def advantage_rows(group: Group, config: GRPOConfig) -> list[list[float]]:
-    """Per completion of ``group``, the advantage of each of its steps: the completion's
-    group-relative advantage at every step, or (``step_level_advantage``) each step's own from
-    its reward-to-go (see the module docstring)."""
-    n = len(group.completions)
-    if config.step_level_advantage:
-        return step_advantages(
-            [c.step_rewards for c in group.completions],
-            n,
-            step_level=True,
-            scale=config.scale_rewards,
-        )
-    values = group_advantages([c.reward for c in group.completions], n, scale=config.scale_rewards)
-    return [
-        [float(a)] * max(1, len(c.step_rewards))
-        for a, c in zip(values.tolist(), group.completions, strict=True)
-    ]
+    """Per completion of ``group``, the advantage of each of its steps under the config's
+    estimator (see the module docstring)."""
+    return estimate(
+        config.advantage,
+        [c.reward for c in group.completions],
+        [c.step_rewards or [None] for c in group.completions],
+        process_weight=config.process_weight,
+        scale=config.scale_rewards,
+    )
 
 
 def token_advantages(completion: Completion, row: Sequence[float]) -> list[float]:

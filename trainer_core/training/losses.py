@@ -29,15 +29,12 @@ dapo     sum over all completion tokens / ``num_items_in_batch`` (the token coun
          accumulation window; default: this batch's)
 =======  ==============================================================================
 
-:func:`group_advantages` is GRPO's group-relative advantage: a reward minus the mean of its group,
-divided by the group's standard deviation (unbiased) + 1e-4 when ``scale``.
-:func:`step_advantages` gives one advantage per step of multi-turn trajectories (see there).
+The advantages themselves come from :mod:`trainer_core.training.advantages` (the estimators).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainer_core.errors import ConfigError
 
@@ -48,16 +45,11 @@ __all__ = [
     "DPO_LOSS_TYPES",
     "GRPO_LOSS_TYPES",
     "dpo_loss",
-    "group_advantages",
     "grpo_loss",
-    "step_advantages",
 ]
 
 DPO_LOSS_TYPES: tuple[str, ...] = ("sigmoid", "ipo", "hinge", "robust")
 GRPO_LOSS_TYPES: tuple[str, ...] = ("grpo", "dr_grpo", "dapo", "bnpo")
-
-#: Added to a group's standard deviation before dividing (TRL's value).
-STD_EPS = 1e-4
 
 
 def check_dpo_settings(beta: float, loss_type: str, label_smoothing: float) -> None:
@@ -189,93 +181,3 @@ def grpo_loss(
     count = mask.sum() if num_items_in_batch is None else num_items_in_batch
     count = torch.as_tensor(count, dtype=per_token_loss.dtype, device=per_token_loss.device)
     return masked.sum() / count.clamp(min=1.0)
-
-
-def _sizes(n: int, group_size: int | Sequence[int]) -> list[int]:
-    if isinstance(group_size, int):
-        if group_size < 1 or n % group_size:
-            raise ConfigError(
-                f"{n} rewards do not split into groups of {group_size}; give the size of each group"
-            )
-        return [group_size] * (n // group_size)
-    sizes = [int(s) for s in group_size]
-    if any(s < 1 for s in sizes) or sum(sizes) != n:
-        raise ConfigError(f"group sizes {sizes} do not add up to the {n} rewards")
-    return sizes
-
-
-def _group_stats(values: Any, scale: bool) -> tuple[float, float]:
-    import torch
-
-    mean = values.mean()
-    std = values.std(unbiased=True) if values.numel() > 1 else torch.zeros(())
-    return float(mean), float(std) if scale else 0.0
-
-
-def group_advantages(
-    rewards: torch.Tensor | Sequence[float],
-    group_size: int | Sequence[int],
-    *,
-    scale: bool = True,
-) -> torch.Tensor:
-    """GRPO advantages: ``(r − mean(group)) / (std(group) + 1e-4)`` (``scale``; else without the
-    division). Rewards are grouped in order, ``group_size`` at a time, or by a list of sizes
-    (groups of 2 to G completions). A group of one gets advantage 0."""
-    import torch
-
-    values = torch.as_tensor(rewards, dtype=torch.float32).flatten()
-    out = torch.empty_like(values)
-    start = 0
-    for size in _sizes(values.numel(), group_size):
-        group = values[start : start + size]
-        centered = group - group.mean()
-        if scale:
-            std = group.std(unbiased=True) if size > 1 else torch.zeros(())
-            centered = centered / (std + STD_EPS)
-        out[start : start + size] = centered
-        start += size
-    return out
-
-
-def step_advantages(
-    step_rewards: Sequence[Sequence[float]],
-    group_size: int | Sequence[int],
-    *,
-    step_level: bool = True,
-    scale: bool = True,
-) -> list[list[float]]:
-    """One advantage per step of each trajectory. ``step_rewards[i][t]`` is the reward of step
-    ``t`` of trajectory ``i`` (the outcome reward belongs to the last step); trajectories are
-    grouped in order as in :func:`group_advantages`, and a trajectory's return is the sum of its
-    step rewards.
-
-    ``step_level`` off: every step gets the trajectory's group advantage
-    ``(R_i − mean_g R) / (std_g R + 1e-4)`` — exactly :func:`group_advantages` of the returns.
-    ``step_level`` on: step ``t`` gets its reward-to-go ``G_{i,t} = Σ_{k≥t} r_{i,k}`` in place of
-    ``R_i`` (same group baseline and scale): a step is credited only with what came after it, so
-    an early mistake lowers the advantage of the steps up to it and not of the steps after it.
-    With rewards on the last step only, both give the same advantages (there is no per-step
-    signal to use)."""
-    import torch
-
-    returns = [float(sum(r)) for r in step_rewards]
-    sizes = _sizes(len(returns), group_size)
-    out: list[list[float]] = []
-    start = 0
-    for size in sizes:
-        group = torch.tensor(returns[start : start + size], dtype=torch.float64)
-        mean, std = _group_stats(group, scale)
-        denom = std + STD_EPS if scale else 1.0
-        for i in range(start, start + size):
-            rewards = [float(r) for r in step_rewards[i]]
-            if step_level:
-                to_go, acc = [], 0.0
-                for r in reversed(rewards):
-                    acc += r
-                    to_go.append(acc)
-                values = list(reversed(to_go))
-            else:
-                values = [returns[i]] * len(rewards)
-            out.append([(v - mean) / denom for v in values])
-        start += size
-    return out

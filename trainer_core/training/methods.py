@@ -71,12 +71,17 @@ def train_from_yaml(
     text_or_path: str | os.PathLike[str],
     *,
     on_progress: Callable[[ProgressEvent], None] | None = None,
+    on_config: Callable[[TrainConfig], None] | None = None,
 ) -> TrainResult:
     """Train ``method`` (``sft``, ``dpo`` or ``grpo``) from a YAML config — a file path or the
-    YAML text — and return the trainer's :class:`~.config.TrainResult`. Raises
+    YAML text — and return the trainer's :class:`~.config.TrainResult`. ``on_config`` is shown
+    the parsed config before training starts (the CLI prints what it runs, e.g. GRPO's
+    advantage estimator). Raises
     :class:`~trainer_core.errors.SteplabError` subclasses with messages that say what to fix: a
     ConfigError for an unknown method, a missing file, bad YAML or bad options; the trainer's
     own errors (InputError for bad data, EnvironmentUnavailable for a missing library or GPU)."""
     cls = config_class(method)
     config = config_from_yaml(cls, _yaml_text(text_or_path))
+    if on_config is not None:
+        on_config(config)
     return train_method(method, config, on_progress=on_progress)

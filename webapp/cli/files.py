@@ -20,6 +20,7 @@ from trainer_core.rewards.judge import JudgeConfig
 from trainer_core.rewards.scoring import score_files
 from trainer_core.rollouts.files import collect_file
 from trainer_core.tasks.files import TaskFileError, load_tasks
+from trainer_core.training.advantages import describe_estimator
 from trainer_core.training.methods import METHODS, train_from_yaml
 
 FORMAT_HELP = "Skip detection and read every file as this format."
@@ -213,8 +214,17 @@ def train(method: str, config_path: str) -> None:
         metrics = " ".join(f"{k}={v:.4g}" for k, v in (event.metrics or {}).items())
         click.echo(f"  step {event.step}: {metrics}")
 
+    def on_config(config) -> None:
+        if method == "grpo":
+            line = describe_estimator(
+                config.advantage, process_weight=config.process_weight, scale=config.scale_rewards
+            )
+            click.echo(f"advantage estimator: {line}")
+
     try:
-        result = train_from_yaml(method, Path(config_path), on_progress=on_progress)
+        result = train_from_yaml(
+            method, Path(config_path), on_progress=on_progress, on_config=on_config
+        )
     except SteplabError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"done: {result}")

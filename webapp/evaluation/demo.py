@@ -76,9 +76,9 @@ iterations:
       batch_size: 8
       learning_rate: 0.00005
       beta: 0.0
-      # each step's own advantage from its reward-to-go (the rules score every step): the
-      # calculator call and the submission get credit apart
-      step_level_advantage: true
+      # GRPO's outcome estimator: on arithmetic the rule layer scores right and wrong steps
+      # alike, so a process reward would add nothing here
+      advantage: outcome
       max_length: 256
       log_every: 1
 """

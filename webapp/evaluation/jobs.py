@@ -306,9 +306,9 @@ def pipeline_run(*, ctx: JobContext) -> Any:
         it, name = steps[index]
         with transaction.atomic():
             Pipeline.objects.select_for_update().get(pk=pipeline.pk)
-            row = selectors.pipeline_stage(
-                pipeline=pipeline, iteration=it, name=name
-            ) or _launch(ctx, pipeline, config, it, name)
+            row = selectors.pipeline_stage(pipeline=pipeline, iteration=it, name=name) or _launch(
+                ctx, pipeline, config, it, name
+            )
         label = f"iteration {it}: {name}" if it else "baseline evaluation"
         ctx.log(f"{label}: {'job ' + str(row.job_id) if row.job_id else row.note or 'done'}")
         ctx.progress(index / len(steps), f"Pipeline at {label}.", force=True)

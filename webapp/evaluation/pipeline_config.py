@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainer_core.policies.chat_format import DEFAULT_INSTRUCTIONS
+from trainer_core.training.grpo import GRPOConfig
 from webapp.common.errors import ApplicationError
 
 
@@ -74,12 +75,16 @@ def parse_config(data: Any) -> PipelineConfig:
         except yaml.YAMLError as exc:
             raise ApplicationError(f"The pipeline configuration is not valid YAML: {exc}") from None
     try:
-        return PipelineConfig.model_validate(data)
+        config = PipelineConfig.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in exc.errors()
         )
         raise ApplicationError(f"The pipeline configuration is invalid: {problems}") from None
+    for iteration in config.iterations:  # options stored before the estimators were corrected
+        if iteration.train.method == "grpo":
+            iteration.train.values = GRPOConfig.upgrade_options(iteration.train.values)
+    return config
 
 
 ITERATION_STAGES = ("collect", "score", "dataset", "train", "register", "evaluate")

@@ -22,6 +22,7 @@ from webapp.jobs.models import JobStatus
 from webapp.rollouts.models import Episode
 from webapp.tasks.models import TaskSet
 from webapp.training.models import Checkpoint
+from webapp.training.selectors import estimator_of
 
 
 def finished_runs() -> QuerySet[EvaluationRun]:
@@ -382,13 +383,16 @@ def pipeline_context(*, pipeline: Pipeline) -> dict[str, Any]:
     rows = {(s.iteration, s.name): s for s in pipeline.stages.select_related("job")}
     iterations = []
     steps = plan(config)
+    raw = (pipeline.config or {}).get("iterations") or []
     for it in sorted({it for it, _ in steps}):
+        train = (raw[it - 1].get("train") or {}) if 0 < it <= len(raw) else {}
         iterations.append(
             {
                 "number": it,
                 "stages": [
                     {"name": name, "row": rows.get((it, name))} for i, name in steps if i == it
                 ],
+                **estimator_of(config=train.get("values") or {}, method=train.get("method", "")),
             }
         )
     return {

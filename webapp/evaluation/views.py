@@ -146,9 +146,7 @@ def checkpoints_evaluate(request, training_run: int):
 
 @requires(Need.READ)
 def pipeline_list(request):
-    return render(
-        request, "evaluation/pipelines.html", _ctx(pipelines=selectors.pipeline_list())
-    )
+    return render(request, "evaluation/pipelines.html", _ctx(pipelines=selectors.pipeline_list()))
 
 
 @requires(Need.OPERATE)

@@ -43,6 +43,11 @@ def train_run(*, ctx: JobContext) -> None:
         ctx.log(f"attempt {ctx.attempt}: resuming from {existing[-1][1]}")
     config = config_from_dict(services.config_class(method=run.method), data)
     ctx.progress(0.0, f"Training {run.method.upper()} from {run.base_model}…", force=True)
+    estimator = selectors.estimator_of(config=run.config or {}, method=run.method)
+    if estimator:
+        ctx.log(f"advantage estimator: {estimator['estimator']}")
+        if "estimator_note" in estimator:
+            ctx.log(estimator["estimator_note"])
     try:
         result = train_method(run.method, config, on_progress=ctx.on_progress)
     except ConfigError as exc:

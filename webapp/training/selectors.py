@@ -9,6 +9,8 @@ from django.shortcuts import get_object_or_404
 
 from trainer_core.datasets.layout import find_split
 from trainer_core.errors import ConfigError
+from trainer_core.training.advantages import describe_estimator
+from trainer_core.training.grpo import LEGACY_NOTE, GRPOConfig
 from webapp.common.errors import ApplicationError
 from webapp.datasets.models import DatasetSnapshot
 from webapp.rollouts.models import Policy
@@ -49,7 +51,27 @@ def run_detail(*, run: TrainingRun) -> dict[str, Any]:
     return {
         "checkpoints": run.checkpoints.select_related("policy"),
         "run_sections": hooks.run_sections(run),
+        **estimator_of(config=run.config or {}, method=run.method),
     }
+
+
+def estimator_of(*, config: dict[str, Any], method: str) -> dict[str, str]:
+    """For a GRPO run (or a pipeline's GRPO stage): which advantage estimator its options name,
+    and — for options stored before the estimators were corrected — the note that says so."""
+    if method != "grpo":
+        return {}
+    upgraded = GRPOConfig.upgrade_options(config)
+    advantage = upgraded.get("advantage", "outcome")
+    out = {
+        "estimator": describe_estimator(
+            advantage,
+            process_weight=float(upgraded.get("process_weight", 1.0)),
+            scale=bool(upgraded.get("scale_rewards", True)),
+        )
+    }
+    if "step_level_advantage" in config:
+        out["estimator_note"] = LEGACY_NOTE.format(advantage=advantage)
+    return out
 
 
 def checkpoint_get(*, id: int) -> Checkpoint:

@@ -54,7 +54,13 @@ def form_fields(*, method: str) -> list[dict[str, Any]]:
             else ""
         )
         out.append(
-            {"name": f.name, "default": default, "help": helps.get(f.name, ""), "type": f.type}
+            {
+                "name": f.name,
+                "default": default,
+                "help": helps.get(f.name, ""),
+                "type": f.type,
+                "choices": f.metadata.get("choices"),
+            }
         )
     return out
 

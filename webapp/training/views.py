@@ -97,9 +97,7 @@ def run_preview(request):
 @requires(Need.READ)
 def run_detail(request, pk: int):
     run = selectors.run_get(id=pk)
-    return render(
-        request, "training/detail.html", _ctx(run=run, **selectors.run_detail(run=run))
-    )
+    return render(request, "training/detail.html", _ctx(run=run, **selectors.run_detail(run=run)))
 
 
 @requires(Need.OPERATE)

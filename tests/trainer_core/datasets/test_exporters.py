@@ -304,6 +304,12 @@ def test_grpo_groups_by_task_with_rewards_and_ids(collected, trl_data_utils):
             assert reward == item.reward and step_ids == item.step_ids
             assert step_rewards == item.step_rewards
     assert len({r for g in groups for r in g["rewards"]}) == 2  # the mistakes made some fail
+    for group in groups:  # each trajectory's own outcome, beside the reward model's totals
+        assert group["outcome_rewards"] == [
+            1.0 if item.trajectory.outcome.success else 0.0
+            for item in sorted(collected, key=lambda i: i.trajectory_id)
+            if item.trajectory_id in group["trajectory_ids"]
+        ]
     # the same groups whatever the order of the trajectories
     shuffled = list(collected)
     random.Random(1).shuffle(shuffled)

@@ -3,6 +3,7 @@ models built here (random weights, a tokenizer trained on the spot, nothing down
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -16,7 +17,6 @@ from trainer_core.policies.base import Turn  # noqa: E402
 from trainer_core.tasks.suites.arithmetic import arithmetic_tasks  # noqa: E402
 from trainer_core.training import grpo, sft  # noqa: E402
 from trainer_core.training.data import collate  # noqa: E402
-from trainer_core.training.losses import group_advantages  # noqa: E402
 from trainer_core.training.modelling import (  # noqa: E402
     IGNORE_INDEX,
     load_model_and_tokenizer,
@@ -144,22 +144,26 @@ def mean_sampled_reward(model_dir, config, *, episodes=16, seed=999):
 # --------------------------------------------------------------------------- advantages
 
 
-def test_step_level_advantage_differs_per_step_and_off_is_trajectory_level(start_model, workdir):
+def test_each_estimator_reaches_every_token_of_its_step(start_model, workdir):
+    """The row's step scores (never with the outcome added) and outcome rewards go to the named
+    estimator, and every trained token of a step carries its step's advantage."""
+    from trainer_core.training.advantages import estimate
+
     _, tokenizer = load_model_and_tokenizer(start_model, device="cpu")
     row = group_row(TASKS[0])
-    off_cfg = online_config(start_model, workdir, env_id="", dataset="x.jsonl")
-    on_cfg = online_config(
-        start_model, workdir, env_id="", dataset="x.jsonl", step_level_advantage=True
-    )
-    group = grpo.encode_group(row, 0, tokenizer, off_cfg)
-    assert [c.step_rewards for c in group.completions] == [[-0.5, 0.0, 1.0], [0.0, 1.0], [0.0]]
+    configs = {
+        name: online_config(start_model, workdir, env_id="", dataset="x.jsonl", advantage=name)
+        for name in ("outcome", "process", "mixed")
+    }
+    group = grpo.encode_group(row, 0, tokenizer, configs["outcome"])
+    assert [c.step_rewards for c in group.completions] == [[-0.5, 0.0, 0.0], [0.0, 0.0], [0.0]]
+    assert [c.reward for c in group.completions] == [1.0, 1.0, 0.0]
 
     def per_turn(cfg):
-        rows = grpo.advantage_rows(group, cfg)
         out = []
-        for c, adv_row in zip(group.completions, rows, strict=True):
-            tokens = grpo.token_advantages(c, adv_row)
+        for c, adv_row in zip(group.completions, grpo.advantage_rows(group, cfg), strict=True):
             turns = {}
+            tokens = grpo.token_advantages(c, adv_row)
             for s, label, a in zip(c.encoded.step_ids, c.encoded.labels, tokens, strict=True):
                 if label != IGNORE_INDEX:
                     turns.setdefault(s, set()).add(round(a, 6))
@@ -167,18 +171,35 @@ def test_step_level_advantage_differs_per_step_and_off_is_trajectory_level(start
             out.append([next(iter(turns[s])) for s in sorted(turns)])
         return out
 
-    off, on = per_turn(off_cfg), per_turn(on_cfg)
-    trajectory = group_advantages([1.0, 1.0, 0.0], 3).tolist()
-    for turns, a in zip(off, trajectory, strict=True):
-        assert turns == pytest.approx([a] * len(turns), abs=1e-5)  # the same at every step
-    assert len(set(on[0])) == 2 and on[0][0] < on[0][1] == on[0][2]  # differs per step
-    assert on[0] != off[0]
-    # off means off: step rewards change nothing
-    plain = grpo.encode_group({**row, "step_rewards": None}, 0, tokenizer, off_cfg)
-    assert grpo.advantage_rows(plain, off_cfg) == grpo.advantage_rows(group, off_cfg)
+    rewards, steps = [1.0, 1.0, 0.0], [[-0.5, 0.0, 0.0], [0.0, 0.0], [0.0]]
+    for name, cfg in configs.items():
+        expected = estimate(name, rewards, steps)
+        assert per_turn(cfg) == [pytest.approx(e, abs=1e-5) for e in expected], name
+    outcome = per_turn(configs["outcome"])
+    assert outcome[0] == pytest.approx([outcome[0][0]] * 3) and outcome[2][0] < 0 < outcome[0][0]
+    process = per_turn(configs["process"])
+    assert process[0][0] < process[0][1]  # the calculator error is the step blamed
+    # a row's outcome_rewards, when given, are the outcome (its rewards may be reward-model totals)
+    scored = {**row, "rewards": [0.9, 0.7, 0.1], "outcome_rewards": [1.0, 1.0, 0.0]}
+    again = grpo.encode_group(scored, 0, tokenizer, configs["outcome"])
+    assert [c.reward for c in again.completions] == [1.0, 1.0, 0.0]
 
 
-# --------------------------------------------------------------------------- offline
+def test_runs_made_with_the_old_step_level_flag_load_with_the_named_estimator(start_model, workdir):
+    from trainer_core.training.config import config_from_dict
+
+    base = dataclasses.asdict(online_config(start_model, workdir, env_id="", dataset="x.jsonl"))
+    del base["advantage"]
+    del base["process_weight"]
+    on = config_from_dict(grpo.GRPOConfig, {**base, "step_level_advantage": True})
+    off = config_from_dict(
+        grpo.GRPOConfig, {**base, "step_level_advantage": False, "step_error_penalty": 0.1}
+    )
+    assert (on.advantage, off.advantage) == ("mixed", "outcome")
+    with pytest.raises(ConfigError, match="advantage must be one of"):
+        config_from_dict(grpo.GRPOConfig, {**base, "advantage": "reward_to_go"})
+    with pytest.raises(ConfigError, match="needs a reward model's step scores"):
+        online_config(start_model, workdir, advantage="process").validate()
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "dapo", "bnpo"])

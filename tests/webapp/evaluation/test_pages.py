@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 
 from trainer_core.tasks.files import dump_tasks_jsonl
@@ -196,9 +197,10 @@ def test_every_checkpoint_is_evaluated_once_and_plotted_by_step(client, make_use
     from webapp.evaluation.services import checkpoints_evaluate
     from webapp.training.models import Checkpoint, TrainingRun
 
-    run = TrainingRun.objects.create(method="sft", base_model="/models/base", output_dir="/o")
+    out = settings.STEPLAB_DATA_DIR / "training" / "7-sft"  # where the app writes checkpoints
+    run = TrainingRun.objects.create(method="sft", base_model="/models/base", output_dir=str(out))
     for step in (20, 10):
-        Checkpoint.objects.create(run=run, step=step, path=f"/o/checkpoint-{step}")
+        Checkpoint.objects.create(run=run, step=step, path=str(out / f"checkpoint-{step}"))
     launched = checkpoints_evaluate(training_run=run, task_set=task_set, samples_per_task=2)
     assert [r.checkpoint.step for r in launched] == [10, 20]
     assert all(r.policy.kind == "local" and r.samples_per_task == 2 for r in launched)
