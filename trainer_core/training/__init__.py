@@ -7,6 +7,9 @@ share, by what it is:
 - :mod:`.data` — dataset rows, encoding with the chat format, batches;
 - :mod:`.modelling` — seeding, devices, the accelerator, model loading (LoRA), log-probs;
 - :mod:`.loop` — the phases every ``train()`` shares; :mod:`.losses` — the losses' maths;
+  :mod:`.advantages` — GRPO's advantage estimators (outcome, process, mixed);
+- :mod:`.chunking` — long trajectories split by token length at step boundaries;
+  :mod:`.curriculum` — the order SFT sees its examples in (seeded shuffle or a paced curriculum);
 - :mod:`.episodes` (online GRPO episodes) and :mod:`.tiny` (tiny local models for tests and
   benchmarks).
 

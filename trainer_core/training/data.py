@@ -13,8 +13,11 @@ Encoding
     ``step_ids`` say which assistant turn (0-based) each token belongs to, ``weights`` are per-token
     loss weights. **Truncation**: a sequence longer than ``max_length`` keeps its first
     ``max_length`` tokens (the end is cut, so late turns lose their tokens; split long
-    trajectories at step boundaries instead where that matters — SFT's ``chunk_max_steps``).
-    :func:`collate` pads a batch on the right.
+    trajectories at step boundaries instead where that matters — SFT's ``chunk_max_tokens``).
+    :func:`tokenize_messages` tokenizes each message on its own (the chat format encodes message
+    by message, so the pieces concatenate to the whole), for cutting a trajectory at message
+    boundaries by token counts; :func:`encode_tokens` turns ids and a mask into
+    :class:`Encoded`. :func:`collate` pads a batch on the right.
 
 Batches
     :func:`batch_indices`: which items micro-batch ``i`` takes, a function of the seed and ``i``
@@ -40,9 +43,11 @@ __all__ = [
     "batch_indices",
     "collate",
     "encode_messages",
+    "encode_tokens",
     "process_share",
     "read_rows",
     "to_device",
+    "tokenize_messages",
     "with_tools_system",
 ]
 
@@ -114,8 +119,24 @@ def encode_messages(
     from trainer_core.policies import chat_format
 
     tokens = chat_format.tokenize(messages, tokenizer)
-    ids = tokens.input_ids[:max_length]
-    mask = tokens.assistant_mask[:max_length]
+    return encode_tokens(tokens.input_ids, tokens.assistant_mask, max_length=max_length)
+
+
+def tokenize_messages(messages: Sequence[Mapping[str, Any]], tokenizer: Any) -> list[Any]:
+    """One ``chat_format.Tokenized`` per message. The chat format encodes message by message, so
+    their concatenation is ``chat_format.tokenize(messages, tokenizer)`` token for token; a bad
+    message is an InputError naming its index."""
+    from trainer_core.policies import chat_format
+
+    chat_format.render(messages)  # validates every message, naming its index
+    return [chat_format.tokenize([message], tokenizer) for message in messages]
+
+
+def encode_tokens(ids: Sequence[int], mask: Sequence[int], *, max_length: int) -> Encoded:
+    """Token ids and the mask of the policy's own tokens → :class:`Encoded` (labels where the
+    mask is 1; assistant turn ``k`` is the k-th run of 1s). Longer than ``max_length``: the first
+    ``max_length`` tokens are kept."""
+    ids, mask = list(ids[:max_length]), list(mask[:max_length])
     step_ids: list[int] = []
     turn = -1
     previous = 0

@@ -18,6 +18,7 @@ from trainer_core.policies import chat_format as cf  # noqa: E402
 from trainer_core.policies.local_hf import check_model_dir  # noqa: E402
 from trainer_core.training import sft, tiny  # noqa: E402
 from trainer_core.training.checkpoint import find_checkpoint  # noqa: E402
+from trainer_core.training.config import config_from_dict  # noqa: E402
 from trainer_core.training.data import collate  # noqa: E402
 from trainer_core.training.modelling import (  # noqa: E402
     IGNORE_INDEX,
@@ -152,18 +153,21 @@ def test_step_weighted_loss_weighs_each_turn_by_its_reward(tokenizer, model_dir)
     assert got == pytest.approx(expected, rel=1e-5)
 
 
-def test_chunking_splits_at_step_boundaries_and_off_means_off(tokenizer):
-    rows = [{"messages": trajectory(5), "step_rewards": [0.1, 0.2, 0.3, 0.4, 0.5]}]
+def test_chunking_by_steps_splits_at_step_boundaries_and_off_means_off(tokenizer):
+    messages = trajectory(5)
+    rows = [{"messages": messages, "step_rewards": [0.1, 0.2, 0.3, 0.4, 0.5]}]
     assert len(examples(tokenizer, rows)) == 1
     assert len(examples(tokenizer, rows, chunk_max_steps=5)) == 1
-    chunks = sft.chunk_trajectory(rows[0]["messages"], rows[0]["step_rewards"], 2)
-    assert [len(m) for m, _ in chunks] == [6, 6, 4]
-    assert [r for _, r in chunks] == [[0.1, 0.2], [0.3, 0.4], [0.5]]
-    for messages, _ in chunks:
-        assert messages[:2] == rows[0]["messages"][:2]  # system and task prompt kept
-    assert chunks[1][0][2:] == rows[0]["messages"][6:10]  # turns 2 and 3 with their observations
-    encoded = examples(tokenizer, rows, chunk_max_steps=2, step_weighted_loss=True)
+    encoded = examples(
+        tokenizer, rows, chunk_max_steps=2, chunk_overlap_steps=0, step_weighted_loss=True
+    )
     assert [e.chunk for e in encoded] == [0, 1, 2]
+    # Each chunk is the system and task prompt with its own turns and their observations
+    # (turns 0-1, 2-3, 4), up to its last supervised token.
+    for example, (lo, hi) in zip(encoded, [(2, 6), (6, 10), (10, 12)], strict=True):
+        alone = cf.tokenize(messages[:2] + messages[lo:hi], tokenizer)
+        assert example.encoded.input_ids == alone.input_ids[: len(example.encoded)]
+        assert example.encoded.labels == alone.labels()[: len(example.encoded)]
     assert [sorted({s for s in e.encoded.step_ids if s >= 0}) for e in encoded] == [
         [0, 1],
         [0, 1],
@@ -176,20 +180,80 @@ def test_chunking_splits_at_step_boundaries_and_off_means_off(tokenizer):
     ]
     # The chunk keeps its own turns' rewards.
     assert last == [pytest.approx(0.1 + 0.9 * 0.5)] * len(last)
+    # With a context step, chunk 1 also shows turn 1 (and its observation), without loss.
+    with_context = examples(tokenizer, rows, chunk_max_steps=2, chunk_overlap_steps=1)
+    shown = cf.tokenize(messages[:2] + messages[4:10], tokenizer)
+    assert with_context[1].encoded.input_ids == shown.input_ids[: len(with_context[1].encoded)]
+    assert with_context[1].encoded.num_label_tokens == encoded[1].encoded.num_label_tokens
 
 
-def test_curriculum_orders_easy_to_hard_and_off_means_shuffled(tokenizer):
+def test_stored_configs_that_chunked_by_steps_keep_chunking_without_context():
+    stored = {"model_dir": "m", "output_dir": "o", "chunk_max_steps": 2}
+    assert config_from_dict(SFTConfig, stored).chunk_overlap_steps == 0
+    assert (
+        config_from_dict(SFTConfig, {**stored, "chunk_overlap_steps": 2}).chunk_overlap_steps == 2
+    )
+    assert (
+        config_from_dict(SFTConfig, {"model_dir": "m", "output_dir": "o"}).chunk_overlap_steps == 1
+    )
+
+
+def test_curriculum_ranks_by_difficulty_and_widens_from_the_easiest(tokenizer):
     rows = [{"messages": trajectory(n)} for n in (3, 1, 4, 2, 5, 1)]
     rows[0]["difficulty"] = 0.5  # an explicit difficulty wins over the number of steps
     items = examples(tokenizer, rows)
     difficulty = [e.difficulty for e in items]
     assert difficulty == [0.5, 1.0, 4.0, 2.0, 5.0, 1.0]
-    ordered = example_order(items, seed=0, epoch=0, curriculum=True)
-    assert [difficulty[i] for i in ordered] == sorted(difficulty)
-    shuffled = [example_order(items, seed=0, epoch=e, curriculum=False) for e in (0, 1)]
+    cfg = SFTConfig("m", "o", dataset="d", curriculum=True, curriculum_start_ratio=0.5)
+    order = example_order(items, cfg)
+    assert [difficulty[i] for i in order.rank] == sorted(difficulty)
+    # Epoch 0 (positions 0-2): the easiest half, shuffled; epoch 1 on: every example.
+    assert sorted(difficulty[order.at(p)] for p in range(3)) == [0.5, 1.0, 1.0]
+    assert sorted(order.at(p) for p in range(3, 9)) == list(range(6))
+    # Off: every epoch a seeded shuffle of all the examples, different from epoch to epoch.
+    off = example_order(items, SFTConfig("m", "o", dataset="d"))
+    shuffled = [[off.at(p) for p in range(6 * e, 6 * e + 6)] for e in (0, 1)]
     assert all(sorted(o) == list(range(6)) for o in shuffled)
     assert shuffled[0] != shuffled[1]
     assert [difficulty[i] for i in shuffled[0]] != sorted(difficulty)
+
+
+def test_curriculum_by_reward_puts_high_rewards_first_then_short_ones(tokenizer):
+    rows = [
+        {"messages": trajectory(1), "reward": 0.2},
+        {"messages": trajectory(3), "reward": 1.0},
+        {"messages": trajectory(1)},  # no reward: last
+        {"messages": trajectory(1), "reward": 1.0},
+        {"messages": trajectory(2), "reward": 0.5},
+        {"messages": trajectory(1), "reward": float("nan")},  # not a number: no reward
+    ]
+    items = examples(tokenizer, rows)
+    by = {
+        key: example_order(
+            items, SFTConfig("m", "o", dataset="d", curriculum=True, curriculum_by=key)
+        )
+        for key in ("reward", "length")
+    }
+    assert by["reward"].rank[:4] == [3, 1, 4, 0]
+    assert sorted(by["reward"].rank[4:]) == [2, 5]
+    lengths = [items[i].length for i in by["length"].rank]
+    assert lengths == sorted(lengths) and lengths[0] < lengths[-1]
+    mask = cf.tokenize(trajectory(3), tokenizer).assistant_mask
+    assert items[1].length == max(i for i, m in enumerate(mask) if m) + 1  # to its last turn
+    with pytest.raises(InputError, match="no row has a numeric 'reward'"):
+        example_order(
+            items[2:3], SFTConfig("m", "o", dataset="d", curriculum=True, curriculum_by="reward")
+        )
+
+
+def test_curriculum_options_are_checked():
+    with pytest.raises(
+        ConfigError, match="curriculum_by must be one of difficulty, length, reward"
+    ):
+        config_from_dict(SFTConfig, {"model_dir": "m", "output_dir": "o", "curriculum_by": "x"})
+    bad = SFTConfig("m", "o", dataset="d", curriculum_start_ratio=0.0, curriculum_warmup_epochs=0)
+    with pytest.raises(ConfigError, match="start_ratio must be in .0, 1.*warmup_epochs must be"):
+        bad.validate()
 
 
 def test_tools_without_a_system_message_get_the_policys_system_prompt(tokenizer):
@@ -212,19 +276,25 @@ class Stop(Exception):
     pass
 
 
+def stop_at(step: int):
+    """A progress callback that stops the run once it reports ``step``."""
+
+    def callback(event):
+        if event.step == step:
+            raise Stop
+
+    return callback
+
+
 def test_resume_gives_the_same_next_losses_as_not_stopping(model_dir, dataset, tmp_path):
     full = train(
         config(model_dir, dataset, tmp_path / "full", max_steps=5, warmup_steps=1, save_every=2)
     )
 
-    def stop_at_2(event):
-        if event.step == 2:
-            raise Stop
-
     with pytest.raises(Stop):
         train(
             config(model_dir, dataset, tmp_path / "cut", max_steps=5, warmup_steps=1, save_every=2),
-            on_progress=stop_at_2,
+            on_progress=stop_at(2),
         )
     resumed = train(
         config(
@@ -242,6 +312,86 @@ def test_resume_gives_the_same_next_losses_as_not_stopping(model_dir, dataset, t
         assert a["learning_rate"] == b["learning_rate"]
     assert resumed.steps == 5 and abs(resumed.final_loss - full.final_loss) <= 1e-6
     assert full.metrics_history[0]["loss"] != full.metrics_history[-1]["loss"]
+
+
+def test_a_curriculum_with_chunks_resumes_exactly_on_its_schedule(model_dir, dataset, tmp_path):
+    """Half the sequences (of the shortest trajectories) in epoch 0, three quarters in epoch 1,
+    all from epoch 2; a run stopped at step 2 and resumed computes the same losses as one that
+    never stopped, and each step trains on the examples the schedule says."""
+    rows = [json.loads(line) for line in dataset.read_text().splitlines()]
+    _, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
+    budget = sorted(e.length for e in examples(tokenizer, rows))[4]  # the longest 3-4 split
+    paced = dict(
+        max_steps=5,
+        save_every=2,
+        curriculum=True,
+        curriculum_by="length",
+        curriculum_start_ratio=0.5,
+        curriculum_warmup_epochs=2,
+        chunk_max_tokens=budget,
+    )
+    full = train(config(model_dir, dataset, tmp_path / "full", **paced))
+    with pytest.raises(Stop):
+        train(config(model_dir, dataset, tmp_path / "cut", **paced), on_progress=stop_at(2))
+    resumed = train(
+        config(model_dir, dataset, tmp_path / "resumed", resume_from=str(tmp_path / "cut"), **paced)
+    )
+    assert [m["step"] for m in resumed.metrics_history] == [3, 4, 5]
+    for a, b in zip(full.metrics_history[2:], resumed.metrics_history, strict=True):
+        assert abs(a["loss"] - b["loss"]) <= 1e-6, (a, b)
+        assert a["tokens"] == b["tokens"]
+
+    cfg = config(model_dir, dataset, tmp_path / "x", **paced)
+    items, stats = build_examples(rows, tokenizer, cfg)
+    assert 3 <= stats.chunked_rows <= 4 and len(items) == 8 + stats.chunked_rows
+    assert all(len(e.encoded) <= budget for e in items)
+    order = example_order(items, cfg)
+    assert [order.size(e) for e in range(3)] == [
+        math.ceil(len(items) * r) for r in (0.5, 0.75, 1.0)
+    ]
+    # epoch 0 is the shortest trajectories' sequences; each step trains on the order's examples
+    easy = set(order.eligible(0))
+    assert max(items[i].length for i in easy) <= min(
+        items[i].length for i in range(len(items)) if i not in easy
+    )
+    for m in full.metrics_history:
+        positions = range(2 * (m["step"] - 1), 2 * m["step"])
+        assert m["tokens"] == sum(len(items[order.at(p)].encoded) for p in positions)
+        assert m["curriculum_ratio"] == order.ratio(order.locate(positions[-1])[0])
+    assert [m["curriculum_ratio"] for m in full.metrics_history] == [0.5] * 3 + [0.75] * 2
+
+
+def test_examples_cut_to_max_length_are_logged_once_and_counted(model_dir, dataset, tmp_path):
+    rows = [json.loads(line) for line in dataset.read_text().splitlines()]
+    _, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
+    lengths = [e.length for e in examples(tokenizer, rows)]
+    # max_length at the longest trained length: nothing that carries loss is cut (the final
+    # observation, which teaches nothing, may be); one token less cuts the longest ones.
+    at_edge = examples(tokenizer, rows, max_length=max(lengths))
+    assert [len(e.encoded) for e in at_edge] == lengths
+    cut, stats = build_examples(
+        rows, tokenizer, SFTConfig("m", "o", "d", max_length=max(lengths) - 1)
+    )
+    longest = [i for i, n in enumerate(lengths) if n == max(lengths)]
+    assert [r for r, _ in stats.truncated] == longest
+    assert stats.truncated_tokens == len(longest)  # each lost its final <|im_end|>
+    assert all(len(e.encoded) == max(lengths) - 1 for e in cut if e.row in longest)
+
+    events = []
+    result = train(
+        config(model_dir, dataset, tmp_path, max_length=max(lengths) - 1, max_steps=2),
+        on_progress=events.append,
+    )
+    notes = [line for e in events for line in e.log if "were cut" in line]
+    rows_text = ", ".join(f"row {r}" for r in longest)
+    assert notes == [
+        f"{len(longest)} examples were cut to max_length ({max(lengths) - 1} tokens), losing "
+        f"{len(longest)} tokens that carry loss: {rows_text} (raise max_length, or split them "
+        "with chunk_max_tokens)"
+    ]
+    assert events[0].metrics["truncated_examples"] == len(longest)
+    assert events[0].metrics["truncated_tokens"] == len(longest)
+    assert [m["truncated_examples"] for m in result.metrics_history] == [len(longest)] * 2
 
 
 def test_a_lora_run_with_dropout_resumes_exactly_and_saves_a_loadable_model(
