@@ -173,6 +173,94 @@ def test_random_mistakes_never_raise_and_episodes_end(seed):
 
 
 # --------------------------------------------------------------------------------------------
+# coding tasks: the answer is the work, so a wrong answer is a wrong fix
+# --------------------------------------------------------------------------------------------
+
+#: the mistakes of the builtin ``scripted-noisy`` policy (webapp/rollouts/services.py)
+NOISY = {"wrong_tool": 0.15, "bad_params": 0.1, "repeat_step": 0.1, "wrong_answer": 0.3}
+
+
+def _coding_tasks():
+    from trainer_core.tasks.suites.coding import coding_tasks
+
+    return coding_tasks()
+
+
+def _one_per_kind(tasks):
+    kinds: dict[str, Task] = {}
+    for task in tasks:
+        kinds.setdefault(task.metadata["kind"], task)
+    return list(kinds.values())
+
+
+def _is_write(call) -> bool:
+    return "new_string" in call["params"] or "content" in call["params"]
+
+
+def test_a_wrong_answer_on_a_coding_task_plays_its_wrong_patch_and_the_tests_fail():
+    policy = ScriptedPolicy(mistakes={"wrong_answer": 1.0})
+    env = make("steplab/sandbox")
+    try:
+        for task in _one_per_kind(_coding_tasks()):
+            steps, last = run_episode(env, policy, task)
+            assert last.terminated and last.info["outcome"]["success"] is False, task.id
+            reference = [c.model_dump(exclude_none=True) for c in task.reference_solution]
+            first_write = next(n for n, c in enumerate(reference) if _is_write(c))
+            patch = task.metadata["wrong_patch"]
+            played = [{"tool": a["tool"], "params": a["params"]} for a, _ in steps]
+            expected = [{"tool": c["tool"], "params": c["params"]} for c in reference]
+            wanted = expected[:first_write] + [
+                {"tool": c["tool"], "params": c.get("params", {})} for c in patch
+            ]
+            assert played == wanted, task.id
+            fixes = [c for c in expected if _is_write(c)]
+            wrong = [n for n, c in enumerate(played) if _is_write(c) and c not in fixes]
+            assert wrong, task.id
+            assert [(m["kind"], m["step"] - 1) for m in policy.mistakes_made] == [
+                ("wrong_answer", n) for n in wrong
+            ]
+            assert all(m["action"] == steps[m["step"] - 1][0] for m in policy.mistakes_made)
+    finally:
+        env.close()
+
+
+def test_a_coding_task_without_a_wrong_patch_gets_its_fix_on_a_file_that_does_not_exist():
+    task = _coding_tasks()[0]
+    task = task.model_copy(update={"metadata": {**task.metadata, "wrong_patch": []}})
+    policy = ScriptedPolicy(mistakes={"wrong_answer": 1.0})
+    env = make("steplab/sandbox")
+    try:
+        steps, last = run_episode(env, policy, task)
+    finally:
+        env.close()
+    tools = [a["tool"] for a, _ in steps]
+    assert tools == ["read_file", "edit_file", "bash", "submit"]
+    edit, ts = steps[1]
+    assert edit["params"]["file_path"] == "pager/pages_old.py" and ts.info["error"]
+    assert last.info["outcome"]["success"] is False
+    [mistake] = policy.mistakes_made
+    assert mistake["kind"] == "wrong_answer" and mistake["step"] == 2
+
+
+@pytest.mark.slow
+def test_scripted_noisy_breaks_about_a_third_of_the_coding_episodes_and_only_by_wrong_fixes():
+    tasks = _coding_tasks()
+    env = make("steplab/sandbox")
+    broken = 0
+    try:
+        for seed in (0, 1):
+            policy = ScriptedPolicy(mistakes=NOISY, seed=seed)
+            for task in tasks:
+                _, last = run_episode(env, policy, task)
+                wrong_fix = any(m["kind"] == "wrong_answer" for m in policy.mistakes_made)
+                assert last.info["outcome"]["success"] is (not wrong_fix), (seed, task.id)
+                broken += wrong_fix
+    finally:
+        env.close()
+    assert 0.2 <= broken / (2 * len(tasks)) <= 0.45, broken
+
+
+# --------------------------------------------------------------------------------------------
 # reproducibility, the end of the reference, the API
 # --------------------------------------------------------------------------------------------
 

@@ -54,6 +54,14 @@ def _register_builtins() -> None:
         description="Compute with a calculator, then submit; tasks generated from a seed.",
     )
     register(
+        "steplab/lookup",
+        "trainer_core.envs.lookup:LookupEnv",
+        domain="lookup",
+        max_steps=20,
+        description="Multi-hop questions over a generated directory: search, fetch, calculate, "
+        "submit; near-duplicate names make the first fetch decisive.",
+    )
+    register(
         "steplab/mcp",
         "trainer_core.envs.mcp:McpEnv",
         description="The tools of an MCP server (server=[command...] or url=...), plus finish.",

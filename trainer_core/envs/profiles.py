@@ -563,6 +563,71 @@ BUILTIN_PROFILE_DATA: dict[str, dict[str, Any]] = {
     "generic": _profile("generic", "No tools of its own.", [], CODING_WEIGHTS, ["prompt"]),
 }
 
+# --- lookup (steplab/lookup): multi-hop questions over a generated directory -----------------
+# Reads: search (category search) and fetch (read, target: the record id); compute: calculate
+# (execute, held to the info-use rule); submit. Using information means reusing in a later call
+# what an earlier observation showed: a record id (P-4821, from a search or a reference in a
+# fetched record), a name, or a number (a price or a population in a calculation, the answer).
+LOOKUP_WEIGHTS = {
+    "goal_progress": 0.30,
+    "tool_selection": 0.10,
+    "param_correctness": 0.20,
+    "info_utilization": 0.25,
+    "non_redundancy": 0.15,
+}
+BUILTIN_PROFILE_DATA["lookup"] = {
+    "name": "lookup",
+    "version": 1,
+    "description": (
+        "Answer a multi-hop question about a directory of people, companies, products and "
+        "cities: search by name, fetch records by id and follow their references, calculate, "
+        "submit. Near-duplicate names make the first fetch decisive. A step uses information "
+        "when its parameters reuse an id, a name or a number an earlier observation showed."
+    ),
+    "tools": [
+        _t(
+            "search",
+            "search",
+            "Search the directory by name: the ids, kinds and names of matching records "
+            "(near-duplicate spellings match too).",
+            {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "a name, e.g. Anna Berg"},
+                    "kind": {
+                        "type": "string",
+                        "enum": ["person", "company", "product", "city"],
+                        "description": "only records of this kind",
+                    },
+                },
+                "required": ["query"],
+            },
+            None,
+            ["find", "lookup", "search_directory"],
+        ),
+        _t(
+            "fetch",
+            "read",
+            "Fetch one record by id: its fields, with the ids of the records it refers to.",
+            _obj(id=("string", "a record id from a search or a reference, e.g. P-4821")),
+            "id",
+            ["get", "get_record", "open", "read_record"],
+        ),
+        _t(
+            "calculate",
+            "execute",
+            "Evaluate an arithmetic expression (+ - * / // % ** and parentheses).",
+            _obj(expression=("string", "e.g. 3 * 249")),
+            None,
+            ["calculator", "calc"],
+        ),
+        T["submit"],
+    ],
+    "outcome": {},
+    "task_fields": ["prompt", "expected_answer", "checker", "metadata"],
+    "rubric_weights": LOOKUP_WEIGHTS,
+}
+
 _BUILTIN_CACHE: dict[str, DomainProfile] = {}
 
 

@@ -29,6 +29,20 @@ the same episodes):
 ``wrong_answer``
     The final answer is changed: a number gets 1 added, a string gets " (guess)" appended (inside
     the last ``<answer>`` tag when there is one). Only answer calls (respond, submit, finish).
+    Where the answer is the work — the reference's answer call states no answer, as a coding
+    task's ``submit {}`` — the fix is what goes wrong instead: drawn at the reference's first
+    write (a call with ``new_string``, ``new_str``, ``content`` or ``file_text``), the rest of
+    the episode plays the task's ``metadata["wrong_patch"]`` (a plausible fix that fails a
+    hidden test: its writes, then its submit); a task without one gets its first write aimed at
+    a file that does not exist (``pkg/mod.py`` → ``pkg/mod_old.py``), then the reference's
+    other calls without its writes. Either way the hidden tests fail. Each wrong write is
+    recorded (a write the reference also makes is not a mistake).
+``follow_decoy``
+    At the step where the task's wrong path (``metadata["decoy_solution"]``: tool calls that
+    share the reference's first calls, then fetch a near-duplicate record and follow it, as the
+    ``steplab/lookup`` tasks carry) leaves the reference, the policy takes that path to its end:
+    it fetches the decoy and submits the wrong answer the decoy leads to. Only tasks with a
+    decoy solution.
 
 A wrong call is always followed by the right one, so every reference step is eventually played
 and an episode always ends. When the reference is exhausted and the episode goes on, the policy
@@ -57,6 +71,7 @@ MISTAKE_KINDS: tuple[str, ...] = (
     "wrong_tool",
     "bad_params",
     "wrong_answer",
+    "follow_decoy",
 )
 ANSWER_TOOLS = frozenset({"respond", "submit", "finish"})
 _ANSWER_TAG = re.compile(r"(<\s*answer\s*>)(.*?)(<\s*/\s*answer\s*>)", re.IGNORECASE | re.DOTALL)
@@ -145,6 +160,7 @@ class ScriptedPolicy:
         self._queue: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
         self._previous: ToolCall | None = None
         self._steps = 0
+        self._wrong_fix_at: set[int] = set()  # reference indices of a wrong fix's calls
 
     # --- the policy protocol ----------------------------------------------------------------
 
@@ -156,6 +172,7 @@ class ScriptedPolicy:
         self._queue = []
         self._previous = None
         self._steps = 0
+        self._wrong_fix_at = set()
         self.mistakes_made = []
         self.last_usage = _zero_usage()
 
@@ -206,6 +223,12 @@ class ScriptedPolicy:
                 }
             )
             return
+        decoy = self._decoy_call(index) if "follow_decoy" in drawn else None
+        if decoy is not None:
+            call, tool = decoy, decoy.tool.strip().lower()
+        wrong_fix = self._wrong_fix_call(index) if "wrong_answer" in drawn else None
+        if wrong_fix is not None:
+            call, tool = wrong_fix, wrong_fix.tool.strip().lower()
         if "repeat_step" in drawn and self._previous is not None:
             self._queue.append(
                 (
@@ -244,6 +267,12 @@ class ScriptedPolicy:
                 )
         action = _action(call)
         mistake = None
+        if decoy is not None:
+            detail = f"took the decoy path: {call.tool} {dict(call.params)}"
+            mistake = {"kind": "follow_decoy", **where, "detail": detail}
+        if index in self._wrong_fix_at:
+            detail = f"applied a wrong fix: {call.tool} {_brief(call.params)}"
+            mistake = {"kind": "wrong_answer", **where, "detail": detail}
         if "wrong_answer" in drawn and is_answer:
             changed = _with_wrong_answer(action)
             if changed is not None:
@@ -251,6 +280,55 @@ class ScriptedPolicy:
                 mistake = {"kind": "wrong_answer", **where, "detail": "changed the final answer"}
         self._queue.append((action, mistake))
         self._previous = call
+
+    def _decoy_call(self, index: int) -> ToolCall | None:
+        """The call at ``index`` of the task's decoy solution when that path leaves the reference
+        exactly there (the calls before agree); the policy then plays the decoy path to its end."""
+        raw = (self.task.metadata or {}).get("decoy_solution") if self.task else None
+        if not isinstance(raw, list) or index >= min(len(raw), len(self._reference)):
+            return None
+        try:
+            decoy = [ToolCall.model_validate(c) for c in raw]
+        except ValueError:
+            return None
+        same = [_same_call(a, b) for a, b in zip(decoy, self._reference, strict=False)]
+        if same[index] or not all(same[:index]):
+            return None
+        self._reference = decoy
+        return decoy[index]
+
+    def _wrong_fix_call(self, index: int) -> ToolCall | None:
+        """At the reference's first write, when the task's answer is its work (see
+        ``wrong_answer`` in the module doc): the call at ``index`` of a wrong fix, which then
+        replaces the reference's writes. None anywhere else, and once a wrong fix is chosen."""
+        calls = self._reference
+        answers = [c for c in calls if c.tool.strip().lower() in ANSWER_TOOLS]
+        if self._wrong_fix_at or not answers or _with_wrong_answer(_action(answers[-1])):
+            return None
+        if not _is_write(calls[index]) or any(_is_write(c) for c in calls[:index]):
+            return None
+        raw = (self.task.metadata or {}).get("wrong_patch") if self.task else None
+        try:
+            patch = [ToolCall.model_validate(c) for c in raw] if isinstance(raw, list) else []
+        except ValueError:
+            patch = []
+        wrong = [c for c in patch if _is_write(c)]
+        if wrong:  # the wrong patch to its end (its writes, then its submit)
+            self._reference = [*calls[:index], *patch]
+        else:  # the first write on another file, then the reference's other calls
+            wrong = _elsewhere(calls[index])
+            if not wrong:
+                return None
+            rest = [c for c in calls[index:] if not _is_write(c)]
+            self._reference = [*calls[:index], *wrong, *rest]
+        fixes = [c for c in calls if _is_write(c)]
+        played = self._reference
+        self._wrong_fix_at = {
+            n
+            for n in range(index, len(played))
+            if _is_write(played[n]) and not any(_same_call(played[n], f) for f in fixes)
+        }
+        return played[index]
 
     def _closing_action(self, names: list[str]) -> dict[str, Any]:
         lowered = {n.lower() for n in names}
@@ -260,6 +338,37 @@ class ScriptedPolicy:
         if "respond" not in lowered and "finish" in lowered:
             return {"tool": "finish", "params": {}, "thought": thought}
         return {"tool": "respond", "params": {"message": ""}, "thought": thought}
+
+
+def _same_call(a: ToolCall, b: ToolCall) -> bool:
+    return a.tool == b.tool and a.params == b.params
+
+
+#: parameters that carry what a write puts into a file
+_WRITE_KEYS = frozenset({"new_string", "new_str", "content", "file_text"})
+_PATH_KEYS = ("file_path", "path", "filename")
+
+
+def _is_write(call: ToolCall) -> bool:
+    """A call that changes a file (it carries new text: an edit or a full write)."""
+    return not _WRITE_KEYS.isdisjoint(call.params)
+
+
+def _elsewhere(call: ToolCall) -> list[ToolCall]:
+    """``call`` aimed at a file that does not exist beside its own (``pkg/mod.py`` →
+    ``pkg/mod_old.py``); empty when it names no file."""
+    for key in _PATH_KEYS:
+        path = call.params.get(key)
+        if isinstance(path, str) and path:
+            stem, dot, suffix = path.rpartition(".")
+            moved = f"{stem}_old.{suffix}" if dot and "/" not in suffix else f"{path}_old"
+            return [call.model_copy(update={"params": {**call.params, key: moved}})]
+    return []
+
+
+def _brief(params: Mapping[str, Any]) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in params.items())
+    return text if len(text) <= 120 else text[:119] + "…"
 
 
 def _thought(call: ToolCall) -> str:

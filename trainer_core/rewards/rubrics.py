@@ -60,6 +60,10 @@ DESCRIPTIONS: dict[str, tuple[str, Evaluator]] = {
         "Does the step avoid repeating earlier work or undoing an earlier change?",
         "rule",
     ),
+    "tool_success": (
+        "Did the tool call succeed (no error, no failing exit code, no error in its output)?",
+        "rule",
+    ),
     "response_quality": ("Is the reply to the user accurate, complete and clear?", "model"),
     "evidence_quality": ("Are conclusions backed by evidence the agent actually found?", "model"),
     "advice_quality": ("Is the advice sound, specific and grounded in the sources?", "model"),
@@ -70,6 +74,7 @@ DESCRIPTIONS: dict[str, tuple[str, Evaluator]] = {
 RULE_FOR_RUBRIC: dict[str, str] = {
     "info_utilization": "info_use",
     "non_redundancy": "non_redundancy",  # min(redundancy, regression)
+    "tool_success": "success",  # not in the built-in sets: a profile may weigh it
 }
 
 #: the built-in weights of each rubric set: the built-in domain profiles' default rubric weights

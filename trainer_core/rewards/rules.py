@@ -1,8 +1,9 @@
 """The rule layer: deterministic per-step checks, each linear in the number of steps.
 
-:func:`step_rule_scores` walks a trajectory once and gives every step four scores in 0..1, one
-rule object per score (:class:`RedundancyRule`, :class:`RegressionRule`, :class:`InfoUseRule`,
-and :func:`non_redundancy` of the first two), each fed the step as :func:`read_step` reads it:
+:func:`step_rule_scores` walks a trajectory once and gives every step five scores in 0..1, one
+rule per score (:class:`RedundancyRule`, :class:`RegressionRule`, :class:`InfoUseRule`,
+:func:`~trainer_core.rewards.evidence.call_failure` for ``success``, and :func:`non_redundancy`
+of the first two), each fed the step as :func:`read_step` reads it:
 
 ``redundancy``
     1.0 unless the step repeats earlier work:
@@ -33,22 +34,40 @@ and :func:`non_redundancy` of the first two), each fed the step as :func:`read_s
     * an editor's ``undo_edit`` command on a target written before.
 
 ``info_use``
-    0.7 for a write or execute step whose parameters use none of the paths and identifiers seen
-    in earlier observations, else 1.0. The first step, read / search / other steps, and steps
-    taken before any observation held a path or identifier score 1.0.
-    Words are runs of ``[A-Za-z0-9_.-]`` (so ``src/app/loader.py`` gives ``src``, ``app`` and
-    ``loader.py``: paths match by their file names, absolute or relative); a word counts as a
-    path or identifier when it starts with a letter or ``_``, has 4 or more characters and
-    contains ``_``, ``.`` or ``-`` or mixes case (``parseFile``, ``ConfigLoader``,
-    ``add-to-cart``); matching is case-sensitive. A dotted name in the parameters also matches
-    its tail (``self.load_file`` uses ``load_file``), and a word seen at the end of a sentence
-    (``loader.py.``) still counts. Each observation is scanned once, at most
-    :data:`MAX_SCAN_CHARS` of it (its head and its tail), so the work stays linear in the total
-    text.
+    0.7 for a write or execute step whose parameters use none of the identifiers and values
+    earlier texts revealed, once some earlier text held one; 0.3 for a submit step whose answer
+    states a word or number no earlier text accounts for; 0.3 for a read step that opened the
+    near-duplicate of a record the request names (its observation shows ``Cellik`` and not
+    ``Celik``, the name the prompt asks about, though an earlier listing offered both and the
+    read's id was picked from the line naming ``Cellik``:
+    :func:`~trainer_core.rewards.evidence.near_miss_read`); else 1.0. The first step and a
+    submit that states no answer are free. Earlier texts are the
+    observations of earlier steps and the texts the agent saw besides them (``context`` of
+    :func:`step_rule_scores`: the task prompt, the user's dialogue turns; see
+    :func:`trajectory_texts`). Search, think and navigate steps are not held to it, read steps
+    only to the near-duplicate check.
+    What a word, an identifier or a value is, and how an answer is accounted for, is in
+    :mod:`trainer_core.rewards.evidence`: ``HAT136``, ``P-4821``, UUIDs, numbers of two or
+    more digits, paths (by their file names), dotted names (by their tails), and whole parameter
+    values made of seen words (``Mia``, ``economy``) all count; parameters are read to any depth
+    (``flights[0].flight_number``). Each text is scanned once, at most
+    :data:`~trainer_core.rewards.evidence.MAX_SCAN_CHARS` of it, so the work stays linear.
+
+``success``
+    0.0 when the trajectory shows that the call failed, else 1.0: an ``error`` field, a non-zero
+    exit code, or an observation that reports an error (the full list is
+    :func:`~trainer_core.rewards.evidence.call_failure`'s).
 
 ``non_redundancy``
     ``min(redundancy, regression)`` (the ``non_redundancy`` rubric, see
     :data:`trainer_core.rewards.rubrics.RULE_FOR_RUBRIC`).
+
+A failed call never scores as well as the same call succeeding: :func:`rubric_value`, which
+gives a rule-evaluated rubric its value on a step, multiplies every rule but ``success`` by
+:data:`FAILED_FACTOR` (0.5) when the call failed — whatever the rubric weights, a failed step's
+total is below the same step's total had it worked (unless every rule it is scored on already
+gives 0). No rule reads anything but the trajectory: its steps (tool, parameters, observation,
+exit code, error), the texts the agent saw, and the domain profile.
 
 Trajectory-level rules: :func:`efficiency` and :func:`outcome_score`.
 
@@ -94,7 +113,9 @@ Differences from knowlyr-reward (``agentreward.rules``)
 
 Known limits (shared with knowlyr): a shell command that changes files (``sed -i``,
 ``git checkout``) is not seen as a write to them, and targets are compared as text, so
-``/repo/a.py`` and ``a.py`` are two targets.
+``/repo/a.py`` and ``a.py`` are two targets. A step is scored from what came before it and what
+it shows itself, never from later steps: a plausible but wrong edit that applies cleanly scores
+like a right one (the check that fails after it is the step that scores low).
 """
 
 from __future__ import annotations
@@ -105,8 +126,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainer_core.rewards.evidence import (
+    Grounding,
+    answer_of,
+    call_failure,
+    informative,
+    name_words,
+    names_by_id,
+    near_miss_read,
+    param_leaves,
+    scan_words,
+    uses_seen,
+)
+
 __all__ = [
-    "MAX_SCAN_CHARS",
+    "ANSWER_UNGROUNDED",
+    "FAILED_FACTOR",
+    "INFO_UNUSED",
+    "NEAR_MISS_READ",
     "PATH_KEYS",
     "RULE_NAMES",
     "InfoUseRule",
@@ -119,15 +156,16 @@ __all__ = [
     "infer_category",
     "non_redundancy",
     "outcome_score",
+    "read_status",
     "read_step",
+    "rubric_value",
     "step_rule_scores",
+    "trajectory_texts",
 ]
 
 #: the per-step rule scores :func:`step_rule_scores` gives
-RULE_NAMES: tuple[str, ...] = ("redundancy", "regression", "info_use", "non_redundancy")
+RULE_NAMES: tuple[str, ...] = ("redundancy", "regression", "info_use", "success", "non_redundancy")
 
-#: how much of one observation the info-use rule reads (half from the head, half from the tail)
-MAX_SCAN_CHARS = 8192
 #: content longer than this is not tracked for full-write regressions
 MAX_TRACKED_CONTENT = 1_000_000
 
@@ -153,6 +191,12 @@ REPEAT_READ = 0.0
 REPEAT_OTHER = 0.3
 #: info use of a write or execute step that uses nothing earlier observations revealed
 INFO_UNUSED = 0.7
+#: info use of a submit step whose answer no earlier text accounts for
+ANSWER_UNGROUNDED = 0.3
+#: info use of a read step that opened a near-duplicate of the record the request names
+NEAR_MISS_READ = 0.3
+#: what every rule but ``success`` is multiplied by on a step whose call failed
+FAILED_FACTOR = 0.5
 
 # --- tool categories ---------------------------------------------------------------------------
 
@@ -282,68 +326,6 @@ class RuleContext:
         return self.resolve(name).category
 
 
-# --- tokens for info use -----------------------------------------------------------------------
-
-_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-#: bytes.translate table: every byte that cannot be in a word becomes a space
-_TO_WORDS = bytes((c if c in _WORD_BYTES else 32) for c in range(256))
-_STARTS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
-_HALF_SCAN = MAX_SCAN_CHARS // 2
-
-
-def _words(text: str) -> list[bytes]:
-    """The words of ``text`` (runs of ``[A-Za-z0-9_.-]``), at most MAX_SCAN_CHARS of it."""
-    if len(text) > MAX_SCAN_CHARS:
-        text = text[:_HALF_SCAN] + " " + text[-_HALF_SCAN:]
-    return text.encode("utf-8", "ignore").translate(_TO_WORDS).split()
-
-
-def _informative(word: bytes) -> bool:
-    """A path or identifier: starts with a letter or ``_``, 4+ characters, and has ``_``, ``.``
-    or ``-`` or mixes case."""
-    if len(word) < 4 or word[0] not in _STARTS:
-        return False
-    if b"_" in word or b"." in word or b"-" in word:
-        return True
-    return not (word.islower() or word.isupper() or word.istitle())
-
-
-def _param_text(params: Mapping[str, Any]) -> str:
-    parts: list[str] = []
-    for value in params.values():
-        if type(value) is str:
-            parts.append(value)
-        elif isinstance(value, list | tuple):
-            parts.extend(v for v in value if isinstance(v, str))
-        elif isinstance(value, dict):
-            parts.extend(v for v in value.values() if isinstance(v, str))
-    return "\n".join(parts)
-
-
-def _uses_seen(params: Mapping[str, Any], seen: set[bytes]) -> bool:
-    words = _words(_param_text(params))
-    starts = _STARTS
-    for word in seen.intersection(words):
-        if len(word) > 3 and word[0] in starts:
-            if b"_" in word or b"." in word or b"-" in word:
-                return True
-            if not (word.islower() or word.isupper() or word.istitle()):
-                return True
-    # dotted tails (self.load_file → load_file) and sentence-final words (loader.py.)
-    for word in words:
-        if b"." in word and _informative(word):
-            if word + b"." in seen:
-                return True
-            tail = word
-            while b"." in tail:
-                tail = tail.split(b".", 1)[1]
-                if tail in seen and _informative(tail):
-                    return True
-        elif word + b"." in seen and _informative(word):
-            return True
-    return False
-
-
 # --- one step as the rules see it ----------------------------------------------------------------
 
 
@@ -415,6 +397,16 @@ def read_step(step: Any, ctx: RuleContext, paths: dict[str, str | None]) -> Step
         elif not target:
             target = None
     return info.name, category, params, target, file_scoped, observation
+
+
+def read_status(step: Any) -> tuple[Any, Any]:
+    """``step``'s exit code and error field (None when it has none), from a Step or a dict."""
+    try:
+        return step.exit_code, step.error
+    except AttributeError:
+        if isinstance(step, Mapping):
+            return step.get("exit_code"), step.get("error")
+        return None, None
 
 
 # --- the per-step rules --------------------------------------------------------------------------
@@ -590,50 +582,104 @@ class RegressionRule:
 
 
 class InfoUseRule:
-    """``info_use``: penalises acting without using what earlier observations revealed.
+    """``info_use``: penalises acting without using what earlier texts revealed.
 
-    score = 0.7 (:data:`INFO_UNUSED`) for a write or execute step, not the first, whose parameters
-    use none of the paths and identifiers seen in earlier observations, when some earlier
-    observation held one; else 1.0. Words and what counts as a path or identifier are in the
-    module docstring; each observation is tokenised once, at most :data:`MAX_SCAN_CHARS` of it.
+    score = 0.7 (:data:`INFO_UNUSED`) for a write or execute step, not the first step, whose
+    parameters use none of the identifiers and values seen in earlier texts, once some earlier
+    text held one; 0.3 (:data:`ANSWER_UNGROUNDED`) for a submit step whose answer states a word
+    or number no earlier text accounts for; 0.3 (:data:`NEAR_MISS_READ`) for a read step that
+    opened the near-duplicate of a record the request names; else 1.0. Texts come
+    in through :meth:`observe` (the prompt, dialogue turns) and each step's own observation,
+    which counts from the next step on. What counts is in :mod:`trainer_core.rewards.evidence`.
     """
 
-    __slots__ = ("informative_seen", "seen", "unchecked")
+    __slots__ = (
+        "acted",
+        "grounding",
+        "informative_seen",
+        "line_names",
+        "named",
+        "observed",
+        "seen",
+        "unchecked",
+    )
 
     def __init__(self) -> None:
-        self.seen: set[bytes] = set()  # words of earlier observations
-        self.informative_seen = False  # some earlier observation held a path or identifier
-        self.unchecked: list[list[bytes]] = []  # observation words not yet checked for that
+        self.acted = False  # a step was scored already (the first one is free to explore)
+        self.seen: set[bytes] = set()  # words of earlier texts
+        self.informative_seen = False  # some earlier text held an identifier or value
+        self.unchecked: list[list[bytes]] = []  # words not yet checked for that
+        self.grounding = Grounding()  # the same words, for checking answers
+        self.named: set[bytes] = set()  # the names the request states (prompt, user turns)
+        self.observed: set[bytes] = set()  # the words of earlier observations
+        self.line_names: dict[bytes, set[bytes]] = {}  # identifier -> names on its last line
+
+    def observe(self, text: Any) -> None:
+        """Remember the words of a text the agent saw (once, at most MAX_SCAN_CHARS of it)."""
+        if not text:
+            return
+        if type(text) is not str:
+            text = str(text)
+        words = scan_words(text)
+        self.seen.update(words)
+        self.named.update(name_words(words))
+        self.grounding.pending.append(text)
+        if not self.informative_seen:
+            self.unchecked.append(words)
+
+    def _informative_seen(self) -> bool:
+        if not self.informative_seen:  # each text's words are checked once
+            self.informative_seen = any(informative(w) for ws in self.unchecked for w in ws)
+            self.unchecked.clear()
+        return self.informative_seen
 
     def score(
         self,
-        index: int,
         category: str,
         params: Mapping[str, Any],
         observation: Any,
         why: dict[str, str] | None,
     ) -> float:
-        """The info use of the step at position ``index``; then remembers the words of its
-        observation for the steps after it."""
+        """The info use of one step; then remembers the words of its observation for the steps
+        after it."""
         info_use = 1.0
-        if (category == "write" or category == "execute") and index > 0 and self.seen:
-            if not _uses_seen(params, self.seen):
-                if not self.informative_seen:  # each observation's words are checked once
-                    self.informative_seen = any(
-                        _informative(w) for ws in self.unchecked for w in ws
+        words = scan_words(observation if type(observation) is str else str(observation or ""))
+        if not self.seen:
+            pass  # nothing seen yet: nothing to use
+        elif category == "read":
+            chosen: set[bytes] = set()
+            if self.named:
+                for word in scan_words("\n".join(param_leaves(params))):
+                    chosen.update(self.line_names.get(word, ()))
+            twin = near_miss_read(words, chosen, self.named, self.observed)
+            if twin is not None:
+                info_use = NEAR_MISS_READ
+                if why is not None:
+                    got, wanted = twin[0].decode(), twin[1].decode()
+                    why["info_use"] = (
+                        f"reads {got!r}, a near-duplicate of {wanted!r} that the request names, "
+                        f"though an earlier observation offered {wanted!r}"
                     )
-                    self.unchecked.clear()
-                if self.informative_seen:
-                    info_use = INFO_UNUSED
+        elif category == "submit":
+            answer = answer_of(params)
+            if answer is not None:
+                word = self.grounding.unaccounted(answer, "\n".join(param_leaves(params)))
+                if word is not None:
+                    info_use = ANSWER_UNGROUNDED
                     if why is not None:
-                        why["info_use"] = "uses no path or identifier from earlier observations"
-        if observation:  # this step's own observation counts from the next step on
-            if type(observation) is not str:
-                observation = str(observation)
-            if len(observation) > MAX_SCAN_CHARS:
-                observation = observation[:_HALF_SCAN] + " " + observation[-_HALF_SCAN:]
-            words = observation.encode("utf-8", "ignore").translate(_TO_WORDS).split()
+                        why["info_use"] = f"the answer's {word!r} is in no earlier observation"
+        elif (category == "write" or category == "execute") and self.acted:
+            if not uses_seen(params, self.seen) and self._informative_seen():
+                info_use = INFO_UNUSED
+                if why is not None:
+                    why["info_use"] = "uses no path or identifier from earlier observations"
+        self.acted = True
+        if words:  # this step's own observation counts from the next step on (observe())
             self.seen.update(words)
+            self.observed.update(words)
+            if self.named:
+                names_by_id(str(observation), self.line_names)
+            self.grounding.pending.append(str(observation))
             if not self.informative_seen:
                 self.unchecked.append(words)
         return info_use
@@ -645,6 +691,35 @@ def non_redundancy(redundancy: float, regression: float) -> float:
     return redundancy if redundancy < regression else regression
 
 
+def rubric_value(scores: Mapping[str, float], rule: str) -> float:
+    """The value of a rule-evaluated rubric scored by ``rule`` on a step with these rule
+    ``scores``: the rule's score, times :data:`FAILED_FACTOR` when the call failed (``success``
+    itself is not scaled)."""
+    value = scores[rule]
+    if scores["success"] < 1.0 and rule != "success":
+        value *= FAILED_FACTOR
+    return value
+
+
+def trajectory_texts(trajectory: Any) -> list[tuple[int, str]]:
+    """What the agent of ``trajectory`` (a Trajectory) saw besides observations, as
+    ``(before_step, text)``: the task prompt before step 0, then each user or system turn of
+    ``metadata["dialogue"]`` before the step it precedes. The ``context`` of
+    :func:`step_rule_scores`."""
+    texts: list[tuple[int, str]] = []
+    task = getattr(trajectory, "task", None)
+    prompt = getattr(task, "prompt", None)
+    if isinstance(prompt, str) and prompt:
+        texts.append((0, prompt))
+    metadata = getattr(trajectory, "metadata", None) or {}
+    for turn in metadata.get("dialogue") or ():
+        if isinstance(turn, Mapping) and turn.get("role") in ("user", "system"):
+            content, before = turn.get("content"), turn.get("before_step")
+            if isinstance(content, str) and content:
+                texts.append((before if type(before) is int and before >= 0 else 0, content))
+    return texts
+
+
 # --- the pass ------------------------------------------------------------------------------------
 
 
@@ -653,36 +728,53 @@ def step_rule_scores(
     ctx: RuleContext | None = None,
     *,
     reasons: list[dict[str, str]] | None = None,
+    context: Sequence[tuple[int, str]] | None = None,
 ) -> list[dict[str, float]]:
-    """Per step ``{"redundancy", "regression", "info_use", "non_redundancy"}``, in one pass.
+    """Per step ``{"redundancy", "regression", "info_use", "success", "non_redundancy"}``, in one
+    pass.
 
     ``steps``: :class:`~trainer_core.recording.schema.Step` objects or dicts with ``tool``,
-    ``params`` and ``observation`` (``output`` is accepted too). ``ctx``: from
-    :meth:`RuleContext.from_profile` (None: tools inferred from their names). ``reasons``: when a
-    list is given, one dict per step is appended to it naming why a score is below 1.0 (for
-    rationales; costs nothing when None).
+    ``params`` and ``observation`` (``output`` is accepted too), and optionally ``exit_code``
+    and ``error``. ``ctx``: from :meth:`RuleContext.from_profile` (None: tools inferred from
+    their names). ``reasons``: when a list is given, one dict per step is appended to it naming
+    why a score is below 1.0 (for rationales; costs nothing when None). ``context``: texts the
+    agent saw besides observations, ``(before_step, text)`` pairs (:func:`trajectory_texts`),
+    for the info-use rule.
 
-    Every check is a hash lookup; each observation is tokenised once (at most
-    :data:`MAX_SCAN_CHARS` of it), so the cost is linear in the steps and their text.
+    Every check is a hash lookup; each text is tokenised once (at most MAX_SCAN_CHARS of it), so
+    the cost is linear in the steps and their text. Score a rubric with :func:`rubric_value`.
     """
     ctx = ctx if ctx is not None else RuleContext()
     paths: dict[str, str | None] = {}
     redundancy_rule = RedundancyRule()  # each rule remembers the steps it has seen
     regression_rule = RegressionRule()
     info_use_rule = InfoUseRule()
+    texts = sorted(context or (), key=lambda item: item[0])
+    next_text, n_texts = 0, len(texts)
     out: list[dict[str, float]] = []
     for index, step in enumerate(steps):
+        while next_text < n_texts and texts[next_text][0] <= index:
+            info_use_rule.observe(texts[next_text][1])
+            next_text += 1
         name, category, params, target, file_scoped, observation = read_step(step, ctx, paths)
         why: dict[str, str] | None = {} if reasons is not None else None
         redundancy = redundancy_rule.score(index, name, category, params, target, file_scoped, why)
         regression = regression_rule.score(category, params, target, why)
-        info_use = info_use_rule.score(index, category, params, observation, why)
+        info_use = info_use_rule.score(category, params, observation, why)
+        try:
+            exit_code, error = step.exit_code, step.error
+        except AttributeError:
+            exit_code, error = read_status(step)
+        failure = call_failure(exit_code, error, category, observation)
+        if failure is not None and why is not None:
+            why["success"] = failure
         out.append(
             {
                 "redundancy": redundancy,
                 "regression": regression,
                 "info_use": info_use,
-                "non_redundancy": non_redundancy(redundancy, regression),
+                "success": 0.0 if failure is not None else 1.0,
+                "non_redundancy": redundancy if redundancy < regression else regression,
             }
         )
         if why is not None:

@@ -9,7 +9,11 @@ Where each rubric's score comes from, by its evaluator:
 ``rule``
     :func:`trainer_core.rewards.rules.step_rule_scores`, through
     :data:`~trainer_core.rewards.rubrics.RULE_FOR_RUBRIC` (``info_utilization`` ← ``info_use``,
-    ``non_redundancy`` ← min(redundancy, regression)). A rule rubric no rule scores is unscored.
+    ``non_redundancy`` ← min(redundancy, regression), ``tool_success`` ← ``success``), each
+    halved on a step whose call failed (:func:`~trainer_core.rewards.rules.rubric_value`). The
+    rules see the steps, the task prompt and the user's dialogue turns
+    (:func:`~trainer_core.rewards.rules.trajectory_texts`). A rule rubric no rule scores is
+    unscored.
 ``model``
     The LLM judge when one is given (``judge.judge_trajectory``), else unscored — None, never a
     neutral 0.5 (knowlyr-reward fills 0.5 when there is no judge, which pulls every step total
@@ -58,7 +62,14 @@ from trainer_core.rewards.rubrics import (
     Rubric,
     rubric_set,
 )
-from trainer_core.rewards.rules import RuleContext, efficiency, outcome_score, step_rule_scores
+from trainer_core.rewards.rules import (
+    RuleContext,
+    efficiency,
+    outcome_score,
+    rubric_value,
+    step_rule_scores,
+    trajectory_texts,
+)
 
 __all__ = [
     "FileScore",
@@ -347,10 +358,12 @@ def _reference(trajectory: Trajectory, reference_steps: int | None) -> int | Non
 
 
 def _rule_rationale(rule: str, why: Mapping[str, str]) -> str:
-    if rule == "non_redundancy":
-        parts = [why[k] for k in ("redundancy", "regression") if k in why]
-    else:
-        parts = [why[rule]] if rule in why else []
+    """Why a rule rubric is below 1.0 on a step: its rule's reasons, then the call's failure
+    (which lowers every rule rubric, see :func:`~trainer_core.rewards.rules.rubric_value`)."""
+    keys = ("redundancy", "regression") if rule == "non_redundancy" else (rule,)
+    parts = [why[k] for k in keys if k in why]
+    if rule != "success" and "success" in why:
+        parts.append(why["success"])
     return "; ".join(parts)
 
 
@@ -380,14 +393,17 @@ def _unscored_reason(
 
 class _RuleLayer:
     """The rule layer's scores of one trajectory's steps (by position) and why they are below
-    1.0; empty when no rubric is rule-evaluated."""
+    1.0; empty when no rubric is rule-evaluated. The rules see the steps and what the agent saw
+    besides them (the task prompt, the user's turns), nothing else."""
 
-    def __init__(self, steps: Sequence[Any], config: RewardConfig, profile: Any) -> None:
+    def __init__(self, trajectory: Trajectory, config: RewardConfig, profile: Any) -> None:
         self.scores: list[dict[str, float]] = []
         self.reasons: list[dict[str, str]] = []
+        steps = trajectory.steps
         if steps and any(r.evaluator == "rule" for r in config.rubrics):
             ctx = RuleContext.from_profile(profile)
-            self.scores = step_rule_scores(steps, ctx, reasons=self.reasons)
+            context = trajectory_texts(trajectory)
+            self.scores = step_rule_scores(steps, ctx, reasons=self.reasons, context=context)
 
     def score(self, rubric: Rubric, position: int) -> RubricScore:
         rule = RULE_FOR_RUBRIC.get(rubric.id)
@@ -396,7 +412,8 @@ class _RuleLayer:
                 None, "rule", f"no rule scores {rubric.id!r}; make it model- or human-evaluated"
             )
         why = self.reasons[position] if position < len(self.reasons) else {}
-        return RubricScore(self.scores[position][rule], "rule", _rule_rationale(rule, why))
+        value = rubric_value(self.scores[position], rule)
+        return RubricScore(value, "rule", _rule_rationale(rule, why))
 
 
 class _ModelLayer:
@@ -506,7 +523,7 @@ def score_trajectory(
     steps = list(trajectory.steps)
 
     # 1. the layers: rules over the whole trajectory, then the judge (one call per judged step)
-    rules = _RuleLayer(steps, config, profile)
+    rules = _RuleLayer(trajectory, config, profile)
     model = _ModelLayer(trajectory, config, judge, should_stop)
 
     # 2. every step on every rubric, and the step totals

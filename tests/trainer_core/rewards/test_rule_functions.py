@@ -10,8 +10,10 @@ import math
 import pytest
 
 from trainer_core.envs.profiles import OutcomeSpec, get_profile
-from trainer_core.recording.schema import Step
+from trainer_core.recording.schema import Step, TaskRef, Trajectory
 from trainer_core.rewards.rules import (
+    FAILED_FACTOR,
+    RULE_NAMES,
     InfoUseRule,
     RedundancyRule,
     RegressionRule,
@@ -19,8 +21,11 @@ from trainer_core.rewards.rules import (
     efficiency,
     non_redundancy,
     outcome_score,
+    read_status,
     read_step,
+    rubric_value,
     step_rule_scores,
+    trajectory_texts,
 )
 
 CODING = RuleContext.from_profile(get_profile("coding"))
@@ -52,9 +57,9 @@ def regression_of(steps, ctx=CODING) -> list[float]:
 def info_use_of(steps, ctx=CODING) -> list[float]:
     rule, paths = InfoUseRule(), {}
     out = []
-    for index, step in enumerate(steps):
+    for step in steps:
         _, category, params, _, _, observation = read_step(step, ctx, paths)
-        out.append(rule.score(index, category, params, observation, None))
+        out.append(rule.score(category, params, observation, None))
     return out
 
 
@@ -341,6 +346,193 @@ INFO_USE = [
 def test_info_use_rule(steps, expected):
     assert info_use_of(steps) == expected
     assert driver_column(steps, "info_use") == expected
+
+
+# info use: identifiers and values of every kind, nested parameters, answers ---------------------
+
+ARITHMETIC = RuleContext.from_profile(get_profile("arithmetic"))
+CONVERSATION = RuleContext.from_profile(get_profile("conversation"))
+
+INFO_USE_VALUES = [
+    pytest.param(
+        [
+            s("search_flights", '[{"flight_number": "HAT136"}]', origin="JFK"),
+            s("book_reservation", "ok", flights=[{"flight_number": "HAT136", "date": "x"}]),
+        ],
+        [1.0, 1.0],
+        id="id-nested-in-a-list-of-dicts-1",
+    ),
+    pytest.param(
+        [
+            s("search_flights", '[{"flight_number": "HAT136"}]', origin="JFK"),
+            s("book_reservation", "ok", flights=[{"flight_number": "HAT999"}]),
+        ],
+        [1.0, 0.7],
+        id="another-id-0.7",
+    ),
+    pytest.param(
+        [s("get_record", "id: P-4821, boss: P-7710", id="x"), s("update", "ok", id="P-7710")],
+        [1.0, 1.0],
+        id="dashed-id-1",
+    ),
+    pytest.param(
+        [s("search", "price 152, tax 103", query="q"), s("calculate", "255", expression="152+103")],
+        [1.0, 1.0],
+        id="numbers-1",
+    ),
+    pytest.param(
+        [s("search", "price 152 (ref_code)", query="q"), s("calculate", "x", expression="2+3")],
+        [1.0, 0.7],
+        id="single-digits-say-nothing-0.7",
+    ),
+    pytest.param(
+        [
+            s("get_user", '{"first_name": "Mia", "id": "mia_li_3668"}', user_id="u"),
+            s("book", "ok", first_name="Mia"),
+        ],
+        [1.0, 1.0],
+        id="whole-value-name-1",
+    ),
+    pytest.param(
+        [
+            s("get_job", "job 123e4567-e89b-12d3-a456-426614174000 queued", q="x"),
+            s("cancel_job", "ok", job="123e4567-e89b-12d3-a456-426614174000"),
+        ],
+        [1.0, 1.0],
+        id="uuid-1",
+    ),
+]
+
+
+@pytest.mark.parametrize(("steps", "expected"), INFO_USE_VALUES)
+def test_info_use_of_identifiers_and_values(steps, expected):
+    assert info_use_of(steps, NO_PROFILE) == expected
+    assert driver_column(steps, "info_use", NO_PROFILE) == expected
+
+
+ANSWER_USE = [
+    pytest.param(
+        [s("calculator", "17 + 5 * 3 = 32", expression="17 + 5 * 3"), s("submit", answer="32")],
+        [1.0, 1.0],
+        id="answer-seen-1",
+    ),
+    pytest.param(
+        [s("calculator", "17 + 5 * 3 = 32", expression="17 + 5 * 3"), s("submit", answer="33")],
+        [1.0, 0.3],
+        id="answer-seen-nowhere-0.3",
+    ),
+    pytest.param([s("submit", answer="33")], [1.0], id="nothing-seen-yet-1"),
+    pytest.param(
+        [s("calculator", "= 32", expression="x"), s("submit")],
+        [1.0, 1.0],
+        id="submit-without-an-answer-1",
+    ),
+]
+
+
+@pytest.mark.parametrize(("steps", "expected"), ANSWER_USE)
+def test_info_use_of_answers(steps, expected):
+    assert info_use_of(steps, ARITHMETIC) == expected
+    assert driver_column(steps, "info_use", ARITHMETIC) == expected
+
+
+def test_respond_answers_in_tags_are_held_to_what_was_seen_or_worked_out():
+    lookups = [
+        s("query_stats", "bookings aurora hall march 2025: 47", query="aurora"),
+        s("query_stats", "bookings boreal room march 2025: 29", query="boreal"),
+    ]
+    right = s("respond", message="47 + 29 = 76. <answer>76</answer>")
+    wrong = s("respond", message="47 + 29 = 76. <answer>77</answer>")
+    hedged = s("respond", message="<answer>aurora (guess)</answer>")
+    plain = s("respond", message="Thanks, that is all.")
+    columns = [driver_column([*lookups, last], "info_use", CONVERSATION) for last in (right, wrong)]
+    assert columns == [[1.0, 1.0, 1.0], [1.0, 1.0, 0.3]]
+    assert driver_column([*lookups, hedged], "info_use", CONVERSATION)[-1] == 0.3
+    assert driver_column([*lookups, plain], "info_use", CONVERSATION)[-1] == 1.0
+    reasons: list[dict[str, str]] = []
+    step_rule_scores([*lookups, wrong], CONVERSATION, reasons=reasons)
+    assert reasons[2] == {"info_use": "the answer's '77' is in no earlier observation"}
+
+
+def test_context_texts_count_as_seen_from_the_step_they_precede():
+    steps = [
+        s("get_user", "name: Mia, account: acct_17", user_id="x"),
+        s("book", "ok", user_id="mia_li_3668"),
+        s("book", "ok", reservation="HAT136"),
+    ]
+    assert driver_column(steps, "info_use", NO_PROFILE) == [1.0, 0.7, 0.7]
+    told = [(1, "my user ID is mia_li_3668."), (3, "flight HAT136 please")]
+    scores = step_rule_scores(steps, NO_PROFILE, context=told)
+    assert [x["info_use"] for x in scores] == [1.0, 1.0, 0.7]  # HAT136 came after step 2
+    prompt = [(0, "What is 17 + 5 * 3? Use the calculator tool, then submit the answer.")]
+    answer_only = [s("submit", answer="32")]
+    assert [x["info_use"] for x in step_rule_scores(answer_only, ARITHMETIC, context=prompt)] == [
+        0.3
+    ]
+
+
+def test_trajectory_texts_are_the_prompt_and_the_users_turns():
+    trajectory = Trajectory(
+        task=TaskRef(prompt="Book a flight."),
+        metadata={
+            "dialogue": [
+                {"role": "user", "content": "I am mia_li_3668.", "before_step": 0},
+                {"role": "assistant", "content": "Booked HATHAT.", "before_step": 2},
+                {"role": "user", "content": "Thanks.", "before_step": 2},
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": None, "before_step": 1},
+                "not a turn",
+            ]
+        },
+    )
+    assert trajectory_texts(trajectory) == [
+        (0, "Book a flight."),
+        (0, "I am mia_li_3668."),
+        (2, "Thanks."),
+        (0, "Be brief."),
+    ]
+    assert trajectory_texts(Trajectory()) == []
+
+
+# --- success, and how a failure lowers every rule rubric -----------------------------------------
+
+SUCCESS = [
+    pytest.param({"exit_code": 0}, 1.0, id="exit-0"),
+    pytest.param({"exit_code": 1}, 0.0, id="exit-1"),
+    pytest.param({"error": "unknown_tool"}, 0.0, id="error-field"),
+    pytest.param({"observation": "Error: payment amount does not add up"}, 0.0, id="error-text"),
+    pytest.param({"observation": "fine"}, 1.0, id="nothing-wrong"),
+]
+
+
+@pytest.mark.parametrize(("fields", "expected"), SUCCESS)
+def test_success_column(fields, expected):
+    step = {"tool": "bash", "params": {"command": "cat a.txt"}, "observation": "ok", **fields}
+    assert driver_column([step], "success") == [expected]
+    as_step = Step(index=0, **{"observation": "ok", **fields}, tool="bash", params={})
+    assert driver_column([as_step], "success") == [expected]
+
+
+def test_read_status_from_steps_dicts_and_other_things():
+    assert read_status(Step(index=0, tool="x", exit_code=2, error="boom")) == (2, "boom")
+    assert read_status({"exit_code": 1}) == (1, None)
+    assert read_status(("not", "a", "step")) == (None, None)
+
+
+def test_rubric_value_scales_every_rule_but_success_on_a_failed_call():
+    assert RULE_NAMES == ("redundancy", "regression", "info_use", "success", "non_redundancy")
+    ok = {"info_use": 0.7, "non_redundancy": 1.0, "success": 1.0}
+    failed = {**ok, "success": 0.0}
+    assert [rubric_value(ok, r) for r in ("info_use", "non_redundancy", "success")] == [
+        0.7,
+        1.0,
+        1.0,
+    ]
+    assert [rubric_value(failed, r) for r in ("info_use", "non_redundancy", "success")] == [
+        0.7 * FAILED_FACTOR,
+        FAILED_FACTOR,
+        0.0,
+    ]
 
 
 # --- non-redundancy (the rubric) -----------------------------------------------------------------
