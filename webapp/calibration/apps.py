@@ -7,8 +7,10 @@ class CalibrationConfig(AppConfig):
 
     def ready(self) -> None:
         from webapp.accounts.permissions import Need
+        from webapp.calibration import jobs
         from webapp.trajectories import bulk
 
+        jobs.register()
         bulk.register(
             bulk.BulkAction(
                 "annotate",

@@ -9,7 +9,9 @@ from webapp.rewards.selectors import version_list
 class QueueForm(forms.Form):
     name = forms.CharField(max_length=120)
     mode = forms.ChoiceField(choices=AnnotationQueue.Mode.choices)
-    source = forms.ChoiceField(choices=AnnotationQueue.Source.choices)
+    source = forms.ChoiceField(  # simulated queues are made by a pipeline's calibrate stage
+        choices=[c for c in AnnotationQueue.Source.choices if c[0] != "simulated"]
+    )
     reward_model = forms.ModelChoiceField(
         queryset=None,
         required=False,

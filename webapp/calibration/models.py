@@ -28,6 +28,7 @@ class AnnotationQueue(CreatedModel):
         DISAGREEMENT = "disagreement", "Judge and rule layers disagree"
         FAILED_HIGH = "failed_high", "High process score on a failed outcome"
         VERSIONS = "versions", "Two reward-model versions disagree"
+        SIMULATED = "simulated", "Simulated annotator (scripted labels from the reference)"
 
     name = models.CharField(max_length=120, unique=True)
     guidelines = models.TextField(blank=True)
@@ -205,3 +206,60 @@ class Calibration(CreatedModel):
 
     def __str__(self) -> str:
         return f"calibration {self.pk} of {self.reward_model}"
+
+
+class SimulatedAnnotation(CreatedModel):
+    """A simulated annotator's pass (``trainer_core.calibration.simulated``) through the real
+    calibration path: a queue over some training trajectories, every step labelled by the
+    ``simulated-annotator`` user with the same services a person's labels go through, a
+    calibration fitted on that queue's labels and applied as a new reward-model version, and the
+    re-scoring of ``rescore_ids`` with it. The labeller reads each task's reference solution (the
+    rule layer it calibrates never does); its errors are seeded flips at ``error_rate``.
+    ``labels`` keeps, per queued trajectory, its step indexes, the reference-path truth and the
+    labels given ({trajectory id: {"index": [...], "truth": [...], "given": [...]}}), so a
+    version's step scores can be measured against the truth
+    (:func:`webapp.calibration.selectors.truth_auroc`)."""
+
+    name = models.CharField(max_length=120)
+    reward_model = models.ForeignKey(
+        "rewards.RewardModel", on_delete=models.CASCADE, related_name="simulated_annotations"
+    )
+    task_set = models.ForeignKey(  # the training task set the trajectories must come from
+        "tasks.TaskSet", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    trajectory_ids = models.JSONField(default=list)  # candidates to queue (a sample is taken)
+    rescore_ids = models.JSONField(default=list)  # re-scored with the new version
+    error_rate = models.FloatField(default=0.0)
+    seed = models.BigIntegerField(default=0)
+    max_trajectories = models.PositiveIntegerField(default=50)
+    max_steps = models.PositiveIntegerField(default=50)
+    folds = models.PositiveSmallIntegerField(default=5)
+    queue = models.OneToOneField(
+        AnnotationQueue,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="simulated_annotation",
+    )
+    calibration = models.OneToOneField(
+        Calibration,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="simulated_annotation",
+    )
+    labels = models.JSONField(default=dict, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    job = models.OneToOneField(
+        "jobs.Job",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="simulated_annotation",
+    )
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return self.name or f"simulated annotation {self.pk}"

@@ -11,18 +11,21 @@ from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
 from trainer_core.calibration import agreement as stats
+from trainer_core.calibration.simulated import auroc, truth_labels
 from webapp.calibration.models import (
     AnnotationQueue,
     Calibration,
     LabelEdit,
     QueueItem,
+    SimulatedAnnotation,
     StepLabel,
     Submission,
 )
+from webapp.common.errors import ApplicationError
 from webapp.rewards.models import RewardModel, StepScore, TrajectoryScore
 from webapp.rewards.selectors import step_scores
 from webapp.trajectories.models import Step, Trajectory
-from webapp.trajectories.selectors import diff_context
+from webapp.trajectories.selectors import diff_context, trajectory_specs
 
 OBSERVATION_PREVIEW = 1500
 
@@ -402,3 +405,87 @@ def compare_versions(*, old, new) -> dict[str, Any]:
         "rank_changes": rank_changes[:LIMIT],
         "rank_changes_total": len(rank_changes),
     }
+
+
+# --- the simulated annotator ---------------------------------------------------------------------
+
+#: task splits a simulated annotator never labels: what recipes are chosen and judged on
+HELD_OUT_SPLITS = ("heldout", "validation", "test")
+
+
+def simulated_for_job(*, annotation_id: int | None) -> SimulatedAnnotation:
+    """The simulated annotation a job runs (ApplicationError: deleted since launch)."""
+    annotation = (
+        SimulatedAnnotation.objects.select_related(
+            "reward_model", "queue", "calibration", "calibration__applied_as", "created_by"
+        )
+        .filter(pk=annotation_id)
+        .first()
+    )
+    if annotation is None:
+        raise ApplicationError(f"Simulated annotation {annotation_id} no longer exists.")
+    return annotation
+
+
+def simulation_inputs(*, trajectory_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """What the simulated annotator reads of each trajectory: its steps (the canonical spec), its
+    task's reference solution, the task's split and task set (None for a trajectory without a
+    task)."""
+    rows = Trajectory.objects.filter(pk__in=trajectory_ids).values_list(
+        "pk", "task_id", "task__task_set_id", "task__data"
+    )
+    specs = trajectory_specs(ids=list(trajectory_ids))
+    out = {}
+    for pk, task_id, task_set_id, data in rows:
+        data = data or {}
+        out[pk] = {
+            "spec": specs.get(pk),
+            "task": task_id,
+            "task_set": task_set_id,
+            "reference": list(data.get("reference_solution") or []),
+            "split": str((data.get("metadata") or {}).get("split") or ""),
+        }
+    return out
+
+
+def truth_auroc(*, reward_model, labels: dict[str, dict[str, list]]) -> dict[str, Any]:
+    """The AUROC of ``reward_model``'s step totals against the simulated annotator's TRUTH labels
+    (``SimulatedAnnotation.labels``): the chance that a step on the reference path scores above
+    one off it. Steps the version did not score are left out; ``auroc`` is None when either class
+    is empty."""
+    ids = [int(tid) for tid in labels]
+    totals = {
+        (tid, index): total
+        for tid, index, total in StepScore.objects.filter(
+            reward_model=reward_model, trajectory_id__in=ids
+        ).values_list("trajectory_id", "index", "total")
+    }
+    scores, truth = [], []
+    for tid, entry in labels.items():
+        for index, good in zip(entry["index"], entry["truth"], strict=True):
+            total = totals.get((int(tid), index))
+            if total is not None:
+                scores.append(total)
+                truth.append(bool(good))
+    return {
+        "auroc": auroc(scores, truth),
+        "steps": len(scores),
+        "good": sum(truth),
+        "bad": len(truth) - sum(truth),
+    }
+
+
+def reference_truth(*, trajectory_ids: list[int]) -> dict[str, dict[str, list]]:
+    """The simulated annotator's truth for any trajectories (in ``SimulatedAnnotation.labels``'
+    shape, without ``given``): for measuring a version with :func:`truth_auroc` on a set that
+    was never labelled. Trajectories without a task reference solution are left out."""
+    out: dict[str, dict[str, list]] = {}
+    for tid, data in sorted(simulation_inputs(trajectory_ids=trajectory_ids).items()):
+        if data["spec"] is None or not data["reference"] or not data["spec"].steps:
+            continue
+        steps = sorted(data["spec"].steps, key=lambda s: s.index)
+        out[str(tid)] = {
+            "index": [s.index for s in steps],
+            "truth": truth_labels(data["spec"], data["reference"]),
+        }
+    return out

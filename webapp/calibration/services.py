@@ -8,23 +8,35 @@ from collections import defaultdict
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
-from trainer_core.calibration.fit import fit_calibration
+from trainer_core.calibration.fit import MIN_LABELS, fit_calibration
+from trainer_core.calibration.simulated import simulate_labels
 from trainer_core.errors import InputError
+from webapp.accounts.models import Role
 from webapp.calibration.models import (
     AnnotationQueue,
     Calibration,
     LabelEdit,
     QueueItem,
     Reservation,
+    SimulatedAnnotation,
     StepLabel,
     Submission,
 )
-from webapp.calibration.selectors import labelled_steps
+from webapp.calibration.selectors import (
+    HELD_OUT_SPLITS,
+    labelled_steps,
+    simulation_inputs,
+    truth_auroc,
+)
 from webapp.common.errors import ApplicationError
+from webapp.jobs.models import JobStatus
+from webapp.jobs.names import Kinds
+from webapp.jobs.services import job_enqueue
 from webapp.rewards.models import PreferencePair, StepScore, TrajectoryScore
 from webapp.rewards.services import reward_model_create, scoring_launch
 from webapp.trajectories.models import Trajectory
@@ -150,7 +162,7 @@ def queue_create(
         raise ApplicationError("The scale must have 2 to 10 points (number keys 1..N).")
     if annotators_per_item < 1 or budget < 1:
         raise ApplicationError("Annotators per item and the budget must be at least 1.")
-    if source == AnnotationQueue.Source.SELECTION:
+    if source in (AnnotationQueue.Source.SELECTION, AnnotationQueue.Source.SIMULATED):
         ids = list(dict.fromkeys(int(i) for i in (trajectory_ids or [])))
         if not ids:
             raise ApplicationError("Select trajectories (or a filter) for the queue.")
@@ -461,12 +473,14 @@ def submit(
 # --- calibrations -----------------------------------------------------------------------------------
 
 
-def calibration_fit(*, reward_model, user=None, folds: int = 5, seed: int = 0) -> Calibration:
-    """Fit rubric weights and an isotonic map from the human step labels against this version's
-    step scores, with cross-validation."""
+def calibration_fit(
+    *, reward_model, user=None, folds: int = 5, seed: int = 0, queue: AnnotationQueue | None = None
+) -> Calibration:
+    """Fit rubric weights and an isotonic map from the human step labels (every label, or one
+    queue's) against this version's step scores, with cross-validation."""
     rows = [
         {"rubrics": r["rubrics"], "model": r["raw_model"], "human": r["human"]}
-        for r in labelled_steps(reward_model=reward_model)
+        for r in labelled_steps(reward_model=reward_model, queue=queue)
         if r["raw_model"] is not None
     ]
     rubric_ids = [r["id"] for r in reward_model.config.get("rubrics", [])]
@@ -482,9 +496,17 @@ def calibration_fit(*, reward_model, user=None, folds: int = 5, seed: int = 0) -
     )
 
 
-def calibration_apply(*, calibration: Calibration, user=None) -> Calibration:
+def calibration_apply(
+    *,
+    calibration: Calibration,
+    user=None,
+    trajectory_ids: list[int] | None = None,
+    parent_job=None,
+) -> Calibration:
     """A new reward-model version carrying the calibration, and a job re-scoring everything the
-    old version scored. The old version's scores stay as they are."""
+    old version scored (or only ``trajectory_ids``, as a pipeline's calibrate stage does: its
+    iteration's trajectories, the job a child of ``parent_job``). The old version's scores stay
+    as they are."""
     if calibration.applied_as_id:
         raise ApplicationError(f"This calibration is applied already as {calibration.applied_as}.")
     old = calibration.reward_model
@@ -500,11 +522,271 @@ def calibration_apply(*, calibration: Calibration, user=None) -> Calibration:
             rubrics=old.config.get("rubrics"),
             calibration=calibration.result,
         )
-        ids = list(
-            TrajectoryScore.objects.filter(reward_model=old).values_list("trajectory_id", flat=True)
+        ids = (
+            list(
+                TrajectoryScore.objects.filter(reward_model=old).values_list(
+                    "trajectory_id", flat=True
+                )
+            )
+            if trajectory_ids is None
+            else list(trajectory_ids)
         )
-        run = scoring_launch(reward_model=new, trajectory_ids=ids, user=user) if ids else None
+        run = (
+            scoring_launch(reward_model=new, trajectory_ids=ids, user=user, parent_job=parent_job)
+            if ids
+            else None
+        )
         calibration.applied_as = new
         calibration.rescoring_run = run
         calibration.save(update_fields=["applied_as", "rescoring_run"])
     return calibration
+
+
+# --- the simulated annotator ------------------------------------------------------------------------
+
+SIMULATED_USERNAME = "simulated-annotator"
+SIMULATED_KEYS = {True: 2, False: 1}  # the queue's 2-point scale: 1 bad, 2 good
+
+
+def simulated_annotator_user():
+    """The user the simulated annotator's labels are recorded under (created inactive, with no
+    password, the first time): every label, submission and edit it makes names it."""
+    users = get_user_model()
+    user = users.objects.filter(username=SIMULATED_USERNAME).first()
+    if user is not None:
+        return user
+    try:
+        with transaction.atomic():
+            user = users(
+                username=SIMULATED_USERNAME,
+                role=Role.ANNOTATOR,
+                is_active=False,
+                first_name="Simulated",
+                last_name="annotator",
+            )
+            user.set_unusable_password()
+            user.save()
+    except IntegrityError:  # created meanwhile by another job
+        user = users.objects.get(username=SIMULATED_USERNAME)
+    return user
+
+
+def simulated_calibration_launch(
+    *,
+    name: str,
+    reward_model,
+    trajectory_ids: list[int],
+    rescore_ids: list[int] | None = None,
+    task_set=None,
+    error_rate: float = 0.0,
+    seed: int = 0,
+    max_trajectories: int = 50,
+    max_steps: int = 50,
+    folds: int = 5,
+    user=None,
+    parent_job=None,
+) -> SimulatedAnnotation:
+    """A job that queues up to ``max_trajectories`` of ``trajectory_ids`` (training trajectories:
+    of ``task_set`` when given, never of a held-out split), labels their steps as the simulated
+    annotator, fits a calibration of ``reward_model`` on that queue, applies it, and re-scores
+    ``rescore_ids`` (default: the queued trajectories) with the new version."""
+    ids = sorted({int(i) for i in trajectory_ids})
+    if not ids:
+        raise ApplicationError("Give the trajectories the simulated annotator should label.")
+    if not 0.0 <= float(error_rate) <= 1.0:
+        raise ApplicationError(f"The error rate must be from 0 to 1, not {error_rate}.")
+    if max_trajectories < 1 or max_steps < 1 or folds < 2:
+        raise ApplicationError("Label at least 1 trajectory and 1 step, with at least 2 folds.")
+    with transaction.atomic():
+        annotation = SimulatedAnnotation.objects.create(
+            name=name[:120],
+            reward_model=reward_model,
+            task_set=task_set,
+            trajectory_ids=ids,
+            rescore_ids=sorted({int(i) for i in rescore_ids}) if rescore_ids else [],
+            error_rate=float(error_rate),
+            seed=seed,
+            max_trajectories=max_trajectories,
+            max_steps=max_steps,
+            folds=folds,
+            created_by=user if getattr(user, "is_authenticated", False) else None,
+        )
+        annotation.job = job_enqueue(
+            kind=Kinds.CALIBRATE_SIMULATED,
+            params={"annotation_id": annotation.pk},
+            user=user,
+            parent=parent_job,
+            message=f"Waiting for a worker to label up to {max_trajectories} trajectories.",
+        )
+        annotation.save(update_fields=["job"])
+    return annotation
+
+
+def _simulated_pick(annotation: SimulatedAnnotation) -> dict[str, dict[str, list]]:
+    """The trajectories to queue (a seeded sample) with their step indexes, truth and given
+    labels. Refuses trajectories of a held-out split or of another task set than the run's."""
+    inputs = simulation_inputs(trajectory_ids=annotation.trajectory_ids)
+    usable = []
+    for tid, data in sorted(inputs.items()):
+        if data["split"] in HELD_OUT_SPLITS or (
+            annotation.task_set_id and data["task"] and data["task_set"] != annotation.task_set_id
+        ):
+            raise ApplicationError(
+                f"Trajectory {tid} is of a task outside the training tasks (split "
+                f"{data['split'] or '?'}, task set {data['task_set']}): the simulated annotator "
+                "labels training trajectories only."
+            )
+        if data["spec"] is not None and data["reference"] and data["spec"].steps:
+            usable.append(tid)
+    if not usable:
+        raise ApplicationError(
+            f"None of the {len(annotation.trajectory_ids)} trajectories has steps and a task "
+            "with a reference solution: the simulated annotator has nothing to label."
+        )
+    if len(usable) > annotation.max_trajectories:
+        usable = sorted(random.Random(annotation.seed).sample(usable, annotation.max_trajectories))
+    picked = {}
+    for tid in usable:
+        spec, reference = inputs[tid]["spec"], inputs[tid]["reference"]
+        labels = simulate_labels(
+            spec, reference, error_rate=annotation.error_rate, seed=annotation.seed, key=tid
+        )
+        steps = sorted(spec.steps, key=lambda s: s.index)[: annotation.max_steps]
+        n = len(steps)
+        picked[str(tid)] = {
+            "index": [s.index for s in steps],
+            "truth": labels.truth[:n],
+            "given": labels.given[:n],
+        }
+    return picked
+
+
+def simulated_queue(*, annotation: SimulatedAnnotation) -> AnnotationQueue:
+    """The annotation's queue (created once): a 2-point step queue over the picked
+    trajectories, its source "simulated annotator", its guidelines saying how it was labelled."""
+    if annotation.queue_id is not None:
+        return annotation.queue
+    picked = _simulated_pick(annotation)
+    guidelines = (
+        "Labelled by the simulated annotator, not a person: a step is good (2) when it and every "
+        "step before it make the task's reference-solution call at their position, else bad "
+        f"(1); each label flipped with probability {annotation.error_rate:g} (seed "
+        f"{annotation.seed}). It reads the reference solution; the rule layer never does."
+    )
+    with transaction.atomic():
+        queue = queue_create(
+            name=f"{annotation.name} · simulated {annotation.pk}"[:120],
+            mode=AnnotationQueue.Mode.STEPS,
+            guidelines=guidelines,
+            scale_points=2,
+            source=AnnotationQueue.Source.SIMULATED,
+            trajectory_ids=[int(t) for t in picked],
+            reward_model=annotation.reward_model,
+            budget=len(picked),
+            seed=annotation.seed,
+            user=annotation.created_by,
+        )
+        annotation.queue = queue
+        annotation.labels = picked
+        annotation.summary = {
+            "trajectories": len(picked),
+            "steps": sum(len(p["index"]) for p in picked.values()),
+            "good": sum(sum(p["truth"]) for p in picked.values()),
+            "flipped": sum(
+                sum(t != g for t, g in zip(p["truth"], p["given"], strict=True))
+                for p in picked.values()
+            ),
+        }
+        annotation.save(update_fields=["queue", "labels", "summary"])
+    return queue
+
+
+def simulated_label(*, annotation: SimulatedAnnotation, report=None) -> int:
+    """Label every item of the annotation's queue as the simulated annotator, through the
+    services a person's labels go through (``next_item`` → ``label_set`` per step → ``submit``);
+    items it submitted before (a resumed job) are skipped. ``report(done, total)`` after each
+    item. Returns the number of items submitted now."""
+    queue = simulated_queue(annotation=annotation)
+    annotator = simulated_annotator_user()
+    total = queue.items.count()
+    done = Submission.objects.filter(
+        item__queue=queue, annotator=annotator, submitted_at__isnull=False
+    ).count()
+    reason = f"simulated annotator (error rate {annotation.error_rate:g}, seed {annotation.seed})"
+    submitted = 0
+    while (item := next_item(queue=queue, user=annotator)) is not None:
+        entry = annotation.labels[str(item.trajectory_id)]
+        for index, good in zip(entry["index"], entry["given"], strict=True):
+            label_set(
+                item=item, user=annotator, index=index, key=SIMULATED_KEYS[good], reason=reason
+            )
+        submit(item=item, user=annotator, comment=f"Labelled by the {reason}.")
+        submitted += 1
+        if report is not None:
+            report(done + submitted, total)
+    return submitted
+
+
+def simulated_fit_apply(*, annotation: SimulatedAnnotation, parent_job=None) -> Calibration:
+    """Fit a calibration of the annotation's reward model on its queue's labels (once), and
+    apply it (once): a new reward-model version, and a re-scoring job (a child of
+    ``parent_job``) of ``rescore_ids``, else of the queued trajectories."""
+    if annotation.calibration_id is None:
+        labelled = [
+            r
+            for r in labelled_steps(reward_model=annotation.reward_model, queue=annotation.queue)
+            if r["raw_model"] is not None
+        ]
+        if len(labelled) < MIN_LABELS:
+            raise ApplicationError(
+                f"The simulated annotator labelled {len(labelled)} scored steps; a calibration "
+                f"needs at least {MIN_LABELS}. Queue more trajectories (calibrate.trajectories) "
+                "or collect more episodes."
+            )
+        with transaction.atomic():
+            annotation.calibration = calibration_fit(
+                reward_model=annotation.reward_model,
+                user=annotation.created_by,
+                folds=annotation.folds,
+                seed=annotation.seed,
+                queue=annotation.queue,
+            )
+            annotation.save(update_fields=["calibration"])
+    calibration = annotation.calibration
+    if not calibration.applied_as_id:
+        ids = annotation.rescore_ids or [int(t) for t in annotation.labels]
+        calibration_apply(
+            calibration=calibration,
+            user=annotation.created_by,
+            trajectory_ids=ids,
+            parent_job=parent_job,
+        )
+    return calibration
+
+
+def simulated_finish(*, annotation: SimulatedAnnotation) -> dict[str, Any]:
+    """After the re-scoring: refuse a failed one; record the AUROC of the old and the new
+    version's step totals against the annotator's truth on the labelled steps."""
+    calibration = annotation.calibration
+    run = calibration.rescoring_run if calibration is not None else None
+    if calibration is None or calibration.applied_as_id is None:
+        raise ApplicationError(f"{annotation}: the calibration was never fitted and applied.")
+    if run is not None and run.job is not None and run.job.status != JobStatus.SUCCEEDED:
+        raise ApplicationError(
+            f"{annotation}: re-scoring with {calibration.applied_as.label} ended {run.job.status} "
+            f"(job {run.job_id}: {run.job.error or run.job.message})."
+        )
+    before = truth_auroc(reward_model=annotation.reward_model, labels=annotation.labels)
+    after = truth_auroc(reward_model=calibration.applied_as, labels=annotation.labels)
+    annotation.summary = {
+        **annotation.summary,
+        "labels": calibration.labels,
+        "calibration": calibration.pk,
+        "reward_model": annotation.reward_model_id,
+        "new_reward_model": calibration.applied_as_id,
+        "rescored": run.total if run is not None else 0,
+        "auroc_before": before["auroc"],
+        "auroc_after": after["auroc"],
+    }
+    annotation.save(update_fields=["summary"])
+    return annotation.summary

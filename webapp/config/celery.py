@@ -22,6 +22,7 @@ WORKER_MODULES = [
     "workers.scoring",
     "workers.datasets",
     "workers.evaluation",
+    "workers.calibration",
 ]
 
 app = Celery("steplab", include=WORKER_MODULES)

@@ -52,5 +52,6 @@ class PipelineForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 24, "class": "code"}),
         help_text="YAML: baseline, seed, evaluate {samples_per_task, max_steps}, and iterations, "
         "each with collect {policy, episodes_per_task, max_steps, temperature}, dataset {kind, "
-        "outcome, min_score} and train {method, values}.",
+        "outcome, min_score} and train {method, values}; optionally calibrate {annotator: simulated, "
+        "error_rate, trajectories, max_steps, seed, folds} (after score).",
     )

@@ -4,13 +4,17 @@
   summarises the episodes with honest statistics (stage "summarize").
 - A pipeline (``evaluation.pipeline``) is a parent job advanced stage by stage along its plan
   (``pipeline_config.plan``): an optional baseline evaluation, then per iteration collect → score
-  → dataset → train → register → evaluate. Each stage but "register" is a child job (the app's
-  own collect / scoring / export / training / evaluation jobs); the parent schedules it and
+  → [calibrate] → dataset → train → register → evaluate. Each stage but "register" is a child
+  job (the app's own collect / scoring / simulated-calibration / export / training / evaluation
+  jobs); the parent schedules it and
   returns, and the child's end advances the parent to the next stage. A stage row
   (``PipelineStage``) is created together with its child job in one transaction, under a row
   lock of the pipeline: a parent that resumes after its worker was killed finds what it
   launched, so no stage runs twice and no child is duplicated; a child killed mid-way is resumed
   by the reaper like any job of its kind.
+- The reward-model version an iteration scores and builds its dataset with is the pipeline's,
+  until a calibrate stage makes a new one (``selectors.current_reward_model``): from then on,
+  that iteration's dataset and every later iteration use the calibrated version.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from django.db import transaction
 
+from webapp.calibration.services import simulated_calibration_launch
 from webapp.common.errors import ApplicationError
 from webapp.datasets.services import snapshot_create
 from webapp.evaluation import selectors, services
@@ -64,7 +69,8 @@ def register() -> None:
             queue=Queue.DEFAULT,
             resumable=True,
             detail_template="evaluation/partials/pipeline_job_detail.html",
-            description="Iterations of collect → score → dataset → train → register → evaluate.",
+            description="Iterations of collect → score → [calibrate] → dataset → train → register "
+            "→ evaluate.",
         )
     )
 
@@ -181,12 +187,40 @@ def _launch_score(stage: _Stage) -> None:
             f"(collect run {collect.pk}, episodes {statuses}); see the collect run's episodes."
         )
     run = scoring_launch(
-        reward_model=stage.pipeline.reward_model,
+        reward_model=selectors.current_reward_model(pipeline=stage.pipeline, iteration=stage.it),
         trajectory_ids=ids,
         user=stage.user,
         parent_job=stage.parent,
     )
     stage.row.scoring_run, stage.row.job = run, run.job
+
+
+def _launch_calibrate(stage: _Stage) -> None:
+    """The simulated annotator labels (up to ``trajectories`` of) this iteration's collected
+    trajectories — the train task set's — through a queue; the calibration fitted on them is
+    applied as a new version, which re-scores all of them before the dataset is built."""
+    spec = stage.iteration.calibrate
+    ids = collected_ids(collect_run_id=stage.earlier("collect").collect_run_id)
+    reward_model = selectors.current_reward_model(pipeline=stage.pipeline, iteration=stage.it)
+    annotation = simulated_calibration_launch(
+        name=f"{stage.prefix} calibrate",
+        reward_model=reward_model,
+        trajectory_ids=ids,
+        rescore_ids=ids,
+        task_set=stage.pipeline.train_task_set,
+        error_rate=spec.error_rate,
+        seed=spec.seed,
+        max_trajectories=spec.trajectories,
+        max_steps=spec.max_steps,
+        folds=spec.folds,
+        user=stage.user,
+        parent_job=stage.parent,
+    )
+    stage.row.job = annotation.job
+    stage.row.note = (
+        f"{spec.annotator} annotator, error rate {spec.error_rate:g}, up to {spec.trajectories} "
+        f"of {len(ids)} trajectories; calibrates {reward_model.label}"
+    )[:500]
 
 
 def _launch_dataset(stage: _Stage) -> None:
@@ -204,7 +238,7 @@ def _launch_dataset(stage: _Stage) -> None:
         name=f"{stage.prefix} {spec.kind}"[:120],
         kind=spec.kind,
         query=query,
-        reward_model=stage.pipeline.reward_model,
+        reward_model=selectors.current_reward_model(pipeline=stage.pipeline, iteration=stage.it),
         seed=stage.config.seed,
         user=stage.user,
         parent_job=stage.parent,
@@ -253,6 +287,7 @@ LAUNCHERS: dict[str, Callable[[_Stage], None]] = {
     "baseline": _launch_evaluation,
     "collect": _launch_collect,
     "score": _launch_score,
+    "calibrate": _launch_calibrate,
     "dataset": _launch_dataset,
     "train": _launch_train,
     "register": _register,

@@ -90,6 +90,7 @@ class PipelineStage(models.Model):
         BASELINE = "baseline", "Evaluate the starting policy"
         COLLECT = "collect", "Collect"
         SCORE = "score", "Score"
+        CALIBRATE = "calibrate", "Calibrate the reward model (simulated labels)"
         DATASET = "dataset", "Build the dataset"
         TRAIN = "train", "Train"
         REGISTER = "register", "Register the checkpoint as a policy"

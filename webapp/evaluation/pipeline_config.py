@@ -1,13 +1,21 @@
 """A pipeline's configuration (validated YAML) and its plan: an optional baseline evaluation of
-the starting policy, then per iteration collect → score → dataset → train → register →
-evaluate. Pure: no database. The runner that follows the plan is in ``jobs.py``."""
+the starting policy, then per iteration collect → score → [calibrate] → dataset → train →
+register → evaluate. The calibrate stage runs only in an iteration with a ``calibrate:`` block.
+Pure: no database. The runner that follows the plan is in ``jobs.py``."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+)
 
 from trainer_core.policies.chat_format import DEFAULT_INSTRUCTIONS
 from trainer_core.training.grpo import GRPOConfig
@@ -47,10 +55,45 @@ class TrainStage(_Strict):
     values: dict[str, Any] = Field(default_factory=dict, description="Trainer config fields.")
 
 
+class CalibrateStage(_Strict):
+    """Calibrate the reward model on this iteration's collected (training) trajectories through
+    the real calibration path — an annotation queue, step labels, a fit, a new reward-model
+    version — with labels from a simulated annotator, then re-score the iteration with it."""
+
+    annotator: Literal["simulated"] = Field(
+        "simulated",
+        description="Who labels: 'simulated' (a scripted labeller that marks the steps on the "
+        "task's reference path good and the others bad; the only one a pipeline can wait for).",
+    )
+    error_rate: float = Field(
+        0.0, ge=0, le=1, description="Probability that the annotator flips a label (seeded)."
+    )
+    trajectories: int = Field(
+        50, ge=1, le=500, description="Queue at most N of the iteration's collected trajectories."
+    )
+    max_steps: int = Field(
+        50, ge=1, le=200, description="Label at most the first N steps of a trajectory."
+    )
+    seed: int = Field(0, description="Seeds which trajectories are queued and the label errors.")
+    folds: int = Field(5, ge=2, le=20, description="Cross-validation folds of the fit.")
+
+
 class Iteration(_Strict):
     collect: CollectStage = Field(default_factory=CollectStage)
+    calibrate: CalibrateStage | None = Field(
+        None, description="Optional: calibrate the reward model after scoring (see above)."
+    )
     dataset: DatasetStage = Field(default_factory=DatasetStage)
     train: TrainStage = Field(default_factory=TrainStage)
+
+    @model_serializer(mode="wrap")
+    def _without_absent_calibrate(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An iteration without a calibrate stage is stored and shown as before (no
+        ``calibrate: null``)."""
+        data = handler(self)
+        if data.get("calibrate") is None:
+            data.pop("calibrate", None)
+        return data
 
 
 class EvaluateStage(_Strict):
@@ -88,12 +131,21 @@ def parse_config(data: Any) -> PipelineConfig:
 
 
 ITERATION_STAGES = ("collect", "score", "dataset", "train", "register", "evaluate")
+CALIBRATE_AFTER = "score"  # an iteration with a calibrate block runs it after this stage
+
+
+def iteration_stages(iteration: Iteration) -> tuple[str, ...]:
+    """The stages of one iteration, in order: calibrate only where it is configured."""
+    if iteration.calibrate is None:
+        return ITERATION_STAGES
+    at = ITERATION_STAGES.index(CALIBRATE_AFTER) + 1
+    return (*ITERATION_STAGES[:at], "calibrate", *ITERATION_STAGES[at:])
 
 
 def plan(config: PipelineConfig) -> list[tuple[int, str]]:
     steps: list[tuple[int, str]] = [(0, "baseline")] if config.baseline else []
-    for number in range(1, len(config.iterations) + 1):
-        steps += [(number, name) for name in ITERATION_STAGES]
+    for number, iteration in enumerate(config.iterations, start=1):
+        steps += [(number, name) for name in iteration_stages(iteration)]
     return steps
 
 

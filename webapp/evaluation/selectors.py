@@ -377,10 +377,36 @@ def current_checkpoint(*, pipeline: Pipeline, iteration: int) -> Checkpoint | No
     return Checkpoint.objects.filter(policy=before.policy).order_by("-pk").first()
 
 
+def _calibrations(pipeline: Pipeline, iteration: int | None = None) -> QuerySet[PipelineStage]:
+    """The pipeline's calibrate stages that made a new reward-model version (up to an
+    iteration), newest first."""
+    rows = PipelineStage.objects.filter(
+        pipeline=pipeline,
+        name="calibrate",
+        job__simulated_annotation__calibration__applied_as__isnull=False,
+    )
+    if iteration is not None:
+        rows = rows.filter(iteration__lte=iteration)
+    return rows.order_by("-iteration").select_related(
+        "job__simulated_annotation__calibration__applied_as",
+        "job__simulated_annotation__queue",
+    )
+
+
+def current_reward_model(*, pipeline: Pipeline, iteration: int):
+    """The reward-model version iteration ``iteration`` scores and builds its dataset with: the
+    one made by the last calibrate stage up to it (that iteration's own once it has run), else
+    the pipeline's."""
+    row = _calibrations(pipeline, iteration).first()
+    return row.job.simulated_annotation.calibration.applied_as if row else pipeline.reward_model
+
+
 def pipeline_context(*, pipeline: Pipeline) -> dict[str, Any]:
     """A pipeline's page: its plan by iteration with each stage's row, and its curve."""
     config = parse_config(pipeline.config)
     rows = {(s.iteration, s.name): s for s in pipeline.stages.select_related("job")}
+    calibrated = list(_calibrations(pipeline))
+    annotations = {r.iteration: r.job.simulated_annotation for r in calibrated}
     iterations = []
     steps = plan(config)
     raw = (pipeline.config or {}).get("iterations") or []
@@ -390,7 +416,9 @@ def pipeline_context(*, pipeline: Pipeline) -> dict[str, Any]:
             {
                 "number": it,
                 "stages": [
-                    {"name": name, "row": rows.get((it, name))} for i, name in steps if i == it
+                    {"name": name, "row": rows.get((it, name)), "annotation": annotations.get(it)}
+                    for i, name in steps
+                    if i == it
                 ],
                 **estimator_of(config=train.get("values") or {}, method=train.get("method", "")),
             }
@@ -399,4 +427,32 @@ def pipeline_context(*, pipeline: Pipeline) -> dict[str, Any]:
         "pipeline": pipeline,
         "iterations": iterations,
         "curve": pipeline_curve(pipeline=pipeline),
+        # the reward-model versions the pipeline moved to by calibrating, oldest first
+        "calibrated_versions": [
+            (r.iteration, r.job.simulated_annotation.calibration.applied_as)
+            for r in reversed(calibrated)
+        ],
     }
+
+
+def pipeline_outcomes(*, pipeline: Pipeline) -> list[tuple[str, dict[str, bool]]]:
+    """Each evaluation of the pipeline in order (the baseline, then each iteration's), as
+    (the trained method or "base", {task id: solved}) — a task's first sample; an episode that
+    failed counts as not solved."""
+    out: list[tuple[str, dict[str, bool]]] = []
+    rows = PipelineStage.objects.filter(pipeline=pipeline).select_related("evaluation")
+    by_key = {(s.iteration, s.name): s for s in rows}
+    iterations = pipeline.config.get("iterations", [])
+    keys = [(0, "baseline", "base")] + [
+        (it, "evaluate", ((iterations[it - 1].get("train") or {}).get("method") or "").upper())
+        for it in range(1, len(iterations) + 1)
+    ]
+    for it, name, label in keys:
+        stage = by_key.get((it, name))
+        if stage is None or stage.evaluation is None:
+            continue
+        solved: dict[str, bool] = {}
+        for record in episode_records(run=stage.evaluation):
+            solved.setdefault(record.task, bool(record.success))
+        out.append((label, solved))
+    return out

@@ -49,6 +49,7 @@ class Tasks:
     TRAIN = "gpu.train"
     EVALUATE = "jobs.evaluate"
     PIPELINE = "jobs.pipeline"
+    CALIBRATE_SIMULATED = "jobs.calibrate_simulated"
 
 
 class Kinds:
@@ -64,3 +65,4 @@ class Kinds:
     TRAIN = "training.train"
     EVALUATE = "evaluation.run"
     PIPELINE = "evaluation.pipeline"
+    CALIBRATE_SIMULATED = "calibration.simulate"
