@@ -67,13 +67,17 @@ def _chunks(members: list[Any], max_group: int) -> list[list[Any]]:
 
 def outcome_reward(trajectory) -> float | None:
     """The trajectory's outcome reward (what GRPO's ``outcome`` estimator compares): partial
-    credit, else the score, else 1 / 0 for success / failure; None when the outcome is unknown."""
+    credit, else the score, else 1 / 0 for success / failure; 0 for an episode cut off at its
+    step limit before it answered (it solved nothing: leaving it unknown would drop the group's
+    outcome rewards and train on the rule totals instead); None when the outcome is unknown."""
     outcome = trajectory.outcome
     for value in (outcome.partial_credit, outcome.score):
         if value is not None:
             return float(value)
     if outcome.success is not None:
         return 1.0 if outcome.success else 0.0
+    if outcome.truncated:
+        return 0.0
     return None
 
 

@@ -19,6 +19,7 @@ from trainer_core.datasets import (
     prm_records,
     sft_records,
 )
+from trainer_core.datasets.grpo import outcome_reward
 from trainer_core.envs import make
 from trainer_core.errors import ConfigError, InputError
 from trainer_core.policies import chat_format as cf
@@ -410,3 +411,25 @@ def test_content_key_hashes_what_is_trained_on_only(tools):
     assert content_key({"messages": [{"role": "user", "content": "x"}]}) != content_key(
         {"messages": [{"role": "user", "content": "y"}]}
     )
+
+
+def test_an_episode_cut_off_before_it_answered_has_outcome_reward_zero(collected):
+    """Else its group's outcome rewards would be unknown and GRPO's outcome estimator would
+    silently train on the rule layer's totals."""
+    item = collected[0]
+    unknown = {"success": None, "score": None, "partial_credit": None}
+
+    def with_outcome(**update):
+        trajectory = item.trajectory.model_copy(deep=True)
+        trajectory.outcome = trajectory.outcome.model_copy(update={**unknown, **update})
+        return trajectory
+
+    cut = with_outcome(truncated=True)
+    assert outcome_reward(cut) == 0.0
+    assert outcome_reward(with_outcome(truncated=False)) is None  # an imported log: unknown
+    items = [
+        ExportItem(i.trajectory_id, cut if i is item else i.trajectory, reward=i.reward)
+        for i in collected
+    ]
+    (row,) = [g for g in grpo_groups(items) if item.trajectory_id in g["trajectory_ids"]]
+    assert row["outcome_rewards"][row["trajectory_ids"].index(item.trajectory_id)] == 0.0
