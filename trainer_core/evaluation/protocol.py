@@ -95,6 +95,7 @@ class ProtocolReport:
     stages: list[StageResult]
     comparisons: list[Comparison] = field(default_factory=list)
     alpha: float = 0.05
+    notes: list[str] = field(default_factory=list)
 
     def stage(self, name: str) -> StageResult:
         for s in self.stages:
@@ -111,7 +112,7 @@ class ProtocolReport:
     def lines(self) -> list[str]:
         """The table as text lines (what the demo and the benchmarks print)."""
         seeds = self.seeds
-        out = [f"{self.suite}: test success per training seed and pooled (95% Wilson)"]
+        out = [f"{self.suite}: success per training seed and pooled (95% Wilson)"]
         width = max(len(s.name) for s in self.stages) + 2
         header = "".join(f"{f'seed {seed}':<19}" for seed in seeds)
         out.append(f"  {'stage':<{width}}{header}pooled")
@@ -136,6 +137,7 @@ class ProtocolReport:
                     f"Holm p = {p.p_adjusted:.2g}"
                 )
                 out.append(f"    {verdict(c, self.alpha)}")
+        out += [f"  note: {note}" for note in self.notes]
         return out
 
 
@@ -184,9 +186,12 @@ def protocol_report(
     suite: str,
     pairs: Sequence[tuple[str, str]] | None = None,
     alpha: float = 0.05,
+    common_tasks: bool = False,
 ) -> ProtocolReport:
     """The table of ``results`` (stages in order). ``pairs`` to compare; default: each stage
-    against the previous one and, from the third on, against the first."""
+    against the previous one and, from the third on, against the first. ``common_tasks``: at a
+    seed where some stage played fewer tasks (an evaluation cut short), compare every stage on
+    the tasks all of them played, and say so in the report's notes (else: InputError)."""
     names = list(results)
     if not names:
         raise InputError("no stage to report")
@@ -194,6 +199,9 @@ def protocol_report(
     for name in names:
         if sorted(results[name]) != seeds:
             raise InputError(f"stage {name!r} has seeds {sorted(results[name])}, not {seeds}")
+    notes: list[str] = []
+    if common_tasks:
+        results, notes = _common_tasks(results, seeds)
     stages = []
     for name in names:
         per_seed = {
@@ -209,7 +217,23 @@ def protocol_report(
         pairs += [(names[0], names[i]) for i in range(2, len(names))]
     comparisons = [compare(results, a, b) for a, b in pairs]
     holm_family(comparisons)
-    return ProtocolReport(suite, seeds, stages, comparisons, alpha)
+    return ProtocolReport(suite, seeds, stages, comparisons, alpha, notes)
+
+
+def _common_tasks(results: Mapping[str, Outcomes], seeds: list[int]) -> tuple[dict, list[str]]:
+    out: dict[str, dict[int, dict[str, bool]]] = {name: {} for name in results}
+    notes = []
+    for seed in seeds:
+        shared = set.intersection(*(set(results[name][seed]) for name in results))
+        for name in results:
+            played = results[name][seed]
+            if len(played) > len(shared):
+                notes.append(
+                    f"seed {seed}: {len(played) - len(shared)} of {name}'s tasks left out: "
+                    f"not every stage played them (only {len(shared)} tasks compared)"
+                )
+            out[name][seed] = {task: played[task] for task in shared}
+    return out, notes
 
 
 def verdict(comparison: Comparison, alpha: float = 0.05) -> str:

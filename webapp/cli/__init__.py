@@ -172,7 +172,7 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         "loop",
         "demo",
         True,
-        "Teach a tiny local model tool arithmetic through the whole loop: baseline → SFT on reference trajectories → GRPO on its own samples, evaluated on held-out tasks.",
+        "Teach tiny local models the primary suite through the whole loop, one per training seed: baseline → SFT on a few reference trajectories → GRPO on their own samples, evaluated on the test split; prints per-seed and pooled success with Wilson intervals and pooled exact McNemar tests.",
     ),
 }
 

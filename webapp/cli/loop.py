@@ -18,7 +18,14 @@ from webapp.cli.output import fmt_interval, follow, task_set_and_policy
 from webapp.cli.serving import stop, worker_argv
 from webapp.common.errors import ApplicationError
 from webapp.evaluation import selectors
-from webapp.evaluation.demo import demo_launch
+from webapp.evaluation.demo import (
+    DEMO_EVAL_TASKS,
+    PRIMARY_SUITE,
+    SEEDS,
+    SUITES,
+    demo_launch,
+    demo_report,
+)
 from webapp.evaluation.services import evaluation_launch
 from webapp.jobs.names import ALL_QUEUES
 from webapp.jobs.selectors import job_get_or_none, workers_online
@@ -147,28 +154,34 @@ def leaderboard(task_set_name, metric, correction, every_run) -> None:
 # --- the demo ------------------------------------------------------------------------------------
 
 
-def _follow_pipeline(pipeline, timeout: float):
-    """Print each stage as it starts and ends, with its job's last message."""
+def _follow_pipelines(pipelines, timeout: float) -> list:
+    """Print each stage of each pipeline as it starts and ends, with its job's last message;
+    returns the pipelines' jobs once all have ended (or at the timeout)."""
     start = time.monotonic()
     seen: dict[int, str] = {}
     while True:
-        for row in selectors.pipeline_stages(pipeline=pipeline):
-            status = row.job.status if row.job else "done"
-            if seen.get(row.pk) != status:
-                seen[row.pk] = status
-                what = f"iteration {row.iteration}" if row.iteration else "baseline"
-                message = (row.job.message if row.job else row.note) or ""
-                click.echo(
-                    f"  [{time.monotonic() - start:5.0f} s] {what} {row.name}: {status}  {message}"
-                )
-        job = job_get_or_none(id=pipeline.job_id)
-        if job.is_terminal:
-            if job.error:
-                click.echo(click.style(f"  error: {job.error}", fg="red"))
-            return job
+        jobs = []
+        for pipeline in pipelines:
+            tag = f"seed {pipeline.config.get('seed', 0)}" if len(pipelines) > 1 else ""
+            for row in selectors.pipeline_stages(pipeline=pipeline):
+                status = row.job.status if row.job else "done"
+                if seen.get(row.pk) != status:
+                    seen[row.pk] = status
+                    what = f"iteration {row.iteration}" if row.iteration else "baseline"
+                    message = (row.job.message if row.job else row.note) or ""
+                    click.echo(
+                        f"  [{time.monotonic() - start:5.0f} s] {tag} {what} {row.name}: "
+                        f"{status}  {message}"
+                    )
+            jobs.append(job_get_or_none(id=pipeline.job_id))
+        if all(job.is_terminal for job in jobs):
+            for job in jobs:
+                if job.error:
+                    click.echo(click.style(f"  error: {job.error}", fg="red"))
+            return jobs
         if time.monotonic() - start > timeout:
-            click.echo(f"  still running after {timeout:.0f} s; see the pipeline page")
-            return job
+            click.echo(f"  still running after {timeout:.0f} s; see the pipelines' pages")
+            return jobs
         time.sleep(1.0)
 
 
@@ -186,50 +199,72 @@ def _start_demo_worker() -> subprocess.Popen:
     return proc
 
 
-def _print_curve(pipeline) -> None:
-    curve = selectors.pipeline_curve(pipeline=pipeline)
-    click.echo("held-out success (95% Wilson):")
-    for point in curve["points"]:
-        click.echo(
-            f"  {point['label']:<24} "
-            f"{fmt_interval(point['success_rate'], point['success_low'], point['success_high'])}"
-            f"  n={point['n']}"
-        )
-    for c in curve["comparisons"]:
-        test = c["mcnemar"]
-        if test:
-            click.echo(
-                f"  {c['label']}: effect {test['effect']:+.3f}, exact McNemar p={test['p_value']:.4g}"
-            )
+def _print_estimators(pipelines, suite) -> None:
+    estimators = sorted(
+        {
+            str((it.get("train") or {}).get("values", {}).get("advantage", "outcome"))
+            for p in pipelines
+            for it in p.config.get("iterations", [])
+            if (it.get("train") or {}).get("method") == "grpo"
+        }
+    )
+    if estimators:
+        click.echo(f"GRPO advantage estimator: {', '.join(estimators)}")
+        if suite is not None:
+            click.echo(f"  why: {suite.estimator_why}")
 
 
 @click.command("demo")
-@click.option("--name", default="", help="Pipeline name (default demo-<time>).")
-@click.option("--seed", default=0, show_default=True, help="The tiny model's seed.")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None, help="A pipeline YAML instead of the demo's own.")  # fmt: skip
+@click.option("--suite", default=PRIMARY_SUITE, show_default=True, type=click.Choice(sorted(SUITES)), help="The suite to learn (the primary suite by default).")  # fmt: skip
+@click.option("--seeds", default=",".join(map(str, SEEDS)), show_default=True, help="Training seeds, comma-separated: one pipeline each.")  # fmt: skip
+@click.option("--split", default="test", show_default=True, type=click.Choice(["test", "validation"]), help="Where to evaluate: validation is where the recipe was chosen.")  # fmt: skip
+@click.option("--eval-tasks", default=DEMO_EVAL_TASKS, show_default=True, type=click.IntRange(10, 2000), help="Tasks of the split to evaluate on (the test split has 300).")  # fmt: skip
+@click.option("--name", default="", help="Pipeline name prefix (default demo-<suite>-<time>).")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None, help="A pipeline YAML instead of the suite's recipe.")  # fmt: skip
 @click.option("--worker/--no-worker", "start_worker", default=None, help="Start a worker for the demo (default: when none is alive).")  # fmt: skip
-@click.option("--timeout", default=1800.0, show_default=True, help="Seconds to wait.")
-def demo(name, seed, config_path, start_worker, timeout) -> None:
-    """Teach a tiny local model tool arithmetic through the whole loop: baseline → SFT on
-    reference trajectories → GRPO on its own samples, evaluated on held-out tasks. Runs as a
-    pipeline on the workers; the results stay in the app (Leaderboards → Pipelines)."""
+@click.option("--timeout", default=3600.0, show_default=True, help="Seconds to wait.")
+def demo(suite, seeds, split, eval_tasks, name, config_path, start_worker, timeout) -> None:
+    """Teach tiny local models the primary suite through the whole loop, one per training seed:
+    baseline → SFT on a few reference trajectories → GRPO on their own samples, evaluated on
+    the test split; prints per-seed and pooled success with Wilson intervals and pooled exact
+    McNemar tests. Runs as pipelines on the workers (Leaderboards → Pipelines)."""
     started = time.monotonic()
+    try:
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            "seeds are whole numbers, e.g. 0,1,2", param_hint="--seeds"
+        ) from None
+    if not seed_list or len(set(seed_list)) != len(seed_list):
+        raise click.BadParameter("give distinct seeds, e.g. 0,1,2", param_hint="--seeds")
     if start_worker is None:
         start_worker = not any(w.online for w in workers_online())
     proc = _start_demo_worker() if start_worker else None
     try:
         config = Path(config_path).read_text(encoding="utf-8") if config_path else None
         try:
-            pipeline = demo_launch(name=name, config=config, seed=seed)
+            pipelines = demo_launch(
+                suite=suite, seeds=seed_list, split=split, eval_tasks=eval_tasks, name=name,
+                config=config,
+            )  # fmt: skip
         except ApplicationError as exc:
             raise click.ClickException(exc.message) from None
-        click.echo(f"pipeline {pipeline.name} (id {pipeline.pk}): job {pipeline.job_id}")
-        job = _follow_pipeline(pipeline, timeout=timeout)
+        for p in pipelines:
+            click.echo(f"pipeline {p.name} (id {p.pk}): job {p.job_id}")
+        jobs = _follow_pipelines(pipelines, timeout=timeout)
     finally:
         if proc is not None:
             stop([proc])
-    _print_curve(selectors.pipeline_find(id=pipeline.pk))
+    pipelines = [selectors.pipeline_find(id=p.pk) for p in pipelines]
+    try:
+        report = demo_report(pipelines=pipelines, suite=suite, split=split)
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
+    for line in report.lines():
+        click.echo(line)
+    _print_estimators(pipelines, None if config_path else SUITES[suite])
     click.echo(
-        f"wall time {time.monotonic() - started:.0f} s; see /leaderboards/pipelines/{pipeline.pk}/"
+        f"wall time {time.monotonic() - started:.0f} s; pipelines: "
+        + ", ".join(f"/leaderboards/pipelines/{p.pk}/" for p in pipelines)
     )
-    sys.exit(0 if job.status == "succeeded" else 1)
+    sys.exit(0 if all(job.status == "succeeded" for job in jobs) else 1)

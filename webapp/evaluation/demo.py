@@ -1,31 +1,42 @@
-"""``steplab demo``: the whole loop on tool arithmetic, through the app's jobs and database.
+"""``steplab demo``: the whole loop on the primary suite, through the app's jobs and database, at
+several training seeds, reported as the learning protocol asks (``docs/evaluation.md``).
 
-It builds a tiny model locally (random weights, a tokenizer trained on the spot — nothing is
-downloaded), registers it as a local-model policy, loads a train task set (the ``train_wide`` split: operands
-2-49 or 100-499) and a held-out one (the ``heldout`` split: other seeds, operands 50-99 — values
-never seen in training, made of digit pairs that were), and launches a pipeline:
+For each training seed it builds a tiny model locally (random weights from that seed, a
+tokenizer trained on the spot — nothing is downloaded), registers it as a local-model policy and
+launches one pipeline on the suite's *train* split, evaluated on its *test* split (the same
+tasks for every seed and stage):
 
-- baseline: the untrained model on the held-out tasks;
-- iteration 1: collect reference trajectories (the scripted policy) → score → SFT dataset of the
-  successful ones → SFT → register → evaluate;
-- iteration 2: collect G samples per task from the SFT policy at temperature 1 → score → GRPO
-  groups → GRPO from the SFT checkpoint → register → evaluate.
+- baseline: the untrained model;
+- iteration 1: collect reference trajectories of a small number of train tasks (the scripted
+  policy) → score → SFT dataset → SFT → register → evaluate;
+- iteration 2: collect G samples per train task from the SFT policy at temperature 1 → score
+  with the rule layer (no oracle) → GRPO groups → GRPO from the SFT checkpoint → register →
+  evaluate.
 
-Every evaluation plays the same held-out tasks with the same seeds, so the pipeline page and
-the held-out leaderboard compare base → SFT → GRPO with paired tests.
+The recipe of each suite (:data:`SUITES`: data sizes, steps, learning rates, estimator) was
+chosen on the *validation* split only — ``steplab demo --split validation`` re-runs that
+choice — and the test split is what the demo reports: per seed and pooled, Wilson intervals,
+and exact McNemar tests pooled over (seed, task) pairs, Holm-corrected
+(:mod:`trainer_core.evaluation.protocol`).
 """
 
 from __future__ import annotations
 
+import copy
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from django.conf import settings
 
-from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
+from trainer_core.evaluation.protocol import ProtocolReport, protocol_report
+from trainer_core.tasks.model import Task
 from trainer_core.training.tiny import build_tiny_model
 from webapp.common.errors import ApplicationError
+from webapp.evaluation import selectors
 from webapp.evaluation.services import pipeline_launch
 from webapp.rewards.selectors import latest_version
 from webapp.rewards.services import reward_model_create, rubrics_seed
@@ -34,93 +45,151 @@ from webapp.rollouts.services import policies_seed_builtin
 from webapp.tasks.selectors import task_set_find
 from webapp.tasks.services import task_set_import
 
-DEFAULT_PIPELINE_YAML = """\
-baseline: true
-seed: 0
-evaluate:
-  samples_per_task: 1
-  max_steps: 3
-  concurrency: 2
-  seed: 0
-iterations:
-- collect:
-    policy: scripted
-    episodes_per_task: 1
-    max_steps: 4
-  dataset:
-    kind: sft
-    outcome: success
-  train:
-    method: sft
-    values:
-      max_steps: 900
-      batch_size: 8
-      learning_rate: 0.002
-      adam_beta2: 0.95
-      warmup_steps: 20
-      lr_schedule: cosine
-      max_length: 256
-      log_every: 10
-- collect:
-    policy: current
-    episodes_per_task: 4
-    max_steps: 3
-    temperature: 1.0
-    num_tasks: 128
-  dataset:
-    kind: grpo
-  train:
-    method: grpo
-    values:
-      max_steps: 16
-      batch_size: 8
-      learning_rate: 0.00005
-      beta: 0.0
-      # GRPO's outcome estimator: on arithmetic the rule layer scores right and wrong steps
-      # alike, so a process reward would add nothing here
-      advantage: outcome
-      max_length: 256
-      log_every: 1
-"""
 
-TRAIN_TASKS = 3600
-DEMO_SYSTEM = "Use the calculator, then submit the answer."
-HELDOUT_TASKS = 100
+def _arithmetic_tasks(split: str, n: int) -> list[Task]:
+    from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
+
+    return arithmetic_tasks(split, n=n)
 
 
-def _tasks_jsonl(split: str, n: int, start: int | None = None) -> str:
-    tasks = arithmetic_tasks(split, n=n, start=start)
-    return "\n".join(t.model_dump_json(exclude_none=True) for t in tasks)
+@dataclass(frozen=True)
+class DemoSuite:
+    """One suite the demo can run: its splits, its tasks, how its tiny model is built and
+    prompted, and its pipeline (the recipe chosen on validation)."""
+
+    name: str
+    domain: str
+    splits: dict[str, str]  # protocol split (train, validation, test) -> the generator's split
+    tasks: Callable[[str, int], list[Task]]
+    system: str
+    max_new_tokens: int
+    pipeline: dict[str, Any]
+    estimator_why: str
+    train_tasks: int = 0  # tasks of the train split loaded (0: what the pipeline collects)
+    # the protocol's train side, drawn like validation and test: GRPO practises there (its
+    # collect stage names this task set), no reference of them is ever learned
+    practice_split: str = ""
+    practice_tasks: int = 0
+    model: dict[str, Any] = field(default_factory=dict)
+    corpus: Callable[[], list[str]] | None = None
+
+    @property
+    def practice_set_name(self) -> str:
+        return f"{self.name}-demo-{self.practice_split}-{self.practice_tasks}"
+
+    def pipeline_yaml(self, seed: int) -> str:
+        """The pipeline config of training seed ``seed`` (it seeds collection, datasets and
+        every training run)."""
+        config = copy.deepcopy(self.pipeline)
+        config["seed"] = seed
+        for iteration in config["iterations"]:
+            iteration["train"].setdefault("values", {})["seed"] = seed
+            if self.practice_split and iteration["collect"].get("policy") == "current":
+                iteration["collect"]["task_set"] = self.practice_set_name
+        return yaml.safe_dump(config, sort_keys=False)
 
 
-def _task_set(name: str, split: str, n: int, start: int | None = None):
+ARITHMETIC_PIPELINE: dict[str, Any] = {
+    "baseline": True,
+    "seed": 0,
+    "evaluate": {"samples_per_task": 1, "max_steps": 3, "concurrency": 1, "seed": 0},
+    "iterations": [
+        {
+            "collect": {"policy": "scripted", "episodes_per_task": 1, "max_steps": 4},
+            "dataset": {"kind": "sft", "outcome": "success"},
+            "train": {
+                "method": "sft",
+                "values": {
+                    "max_steps": 900,
+                    "batch_size": 8,
+                    "learning_rate": 0.002,
+                    "adam_beta2": 0.95,
+                    "warmup_steps": 20,
+                    "lr_schedule": "cosine",
+                    "max_length": 256,
+                    "log_every": 10,
+                },
+            },
+        },
+        {
+            "collect": {
+                "policy": "current",
+                "episodes_per_task": 8,
+                "max_steps": 3,
+                "temperature": 1.0,
+            },
+            "dataset": {"kind": "grpo"},
+            "train": {
+                "method": "grpo",
+                "values": {
+                    "max_steps": 16,
+                    "batch_size": 8,
+                    "learning_rate": 0.00005,
+                    "beta": 0.0,
+                    "advantage": "outcome",
+                    "max_length": 256,
+                    "log_every": 1,
+                },
+            },
+        },
+    ],
+}
+
+SUITES: dict[str, DemoSuite] = {
+    "arithmetic": DemoSuite(
+        name="arithmetic",
+        domain="arithmetic",
+        splits={"train": "train_wide", "validation": "validation", "test": "test"},
+        tasks=_arithmetic_tasks,
+        system="Use the calculator, then submit the answer.",
+        max_new_tokens=64,  # a tool call is ~40 tokens; an untrained model babbles
+        pipeline=ARITHMETIC_PIPELINE,
+        estimator_why=(
+            "outcome, chosen on validation: at equal compute the mixed estimator (outcome + the "
+            "rule layer's process advantage) did no better (seed 0: 81% vs 80%); on arithmetic "
+            "a wrong answer is one bad submit at the end, which the outcome already names"
+        ),
+        train_tasks=3600,
+        practice_split="practice",
+        practice_tasks=64,
+    ),
+}
+PRIMARY_SUITE = "arithmetic"
+SEEDS = (0, 1, 2)
+TEST_TASKS = 300  # the fixed test split of each learning suite
+DEMO_EVAL_TASKS = 100  # the demo's default: its first 100 tasks (the whole split: --eval-tasks 300)
+
+#: kept for the pipeline form's starting text: the primary suite's pipeline at seed 0
+DEFAULT_PIPELINE_YAML = SUITES[PRIMARY_SUITE].pipeline_yaml(0)
+
+
+def demo_suite(name: str) -> DemoSuite:
+    if name not in SUITES:
+        raise ApplicationError(f"The demo has no suite {name!r}; use {', '.join(SUITES)}.")
+    return SUITES[name]
+
+
+def _task_set(name: str, tasks: Sequence[Task], description: str):
     existing = task_set_find(name=name)
-    if existing is not None and existing.tasks.count() == n:
+    if existing is not None and existing.tasks.count() == len(tasks):
         return existing
     if existing is not None:
         raise ApplicationError(
-            f"Task set {name!r} exists with {existing.tasks.count()} tasks, not {n}; rename or "
-            "delete it, or run the demo with the same sizes."
+            f"Task set {name!r} exists with {existing.tasks.count()} tasks, not {len(tasks)}; "
+            "rename or delete it, or run the demo with the same sizes."
         )
-    task_set, _ = task_set_import(
-        text=_tasks_jsonl(split, n, start),
-        name=name,
-        fmt="jsonl",
-        description=f"Tool arithmetic, {split} split, {n} tasks (steplab demo).",
-    )
+    text = "\n".join(t.model_dump_json(exclude_none=True) for t in tasks)
+    task_set, _ = task_set_import(text=text, name=name, fmt="jsonl", description=description)
     return task_set
 
 
-def demo_setup(
-    *, train_tasks: int = TRAIN_TASKS, heldout_tasks: int = HELDOUT_TASKS, seed: int = 0
-):
-    """The demo's base policy, task sets and reward model (made once, reused after)."""
-    policies_seed_builtin()  # the scripted policy plays the reference trajectories
-    model_dir = Path(settings.STEPLAB_DATA_DIR) / "models" / f"tiny-arithmetic-seed{seed}"
+def _base_policy(suite: DemoSuite, seed: int) -> Policy:
+    model_dir = Path(settings.STEPLAB_DATA_DIR) / "models" / f"tiny-{suite.name}-seed{seed}"
     if not (model_dir / "config.json").exists():
-        build_tiny_model(model_dir, seed=seed)
+        corpus = suite.corpus() if suite.corpus else None
+        build_tiny_model(model_dir, seed=seed, corpus=corpus, **suite.model)
     policy, _ = Policy.objects.update_or_create(
-        name=f"tiny-base-seed{seed}",
+        name=f"tiny-{suite.name}-base-seed{seed}",
         defaults={
             "kind": "local",
             "model": str(model_dir),
@@ -128,31 +197,87 @@ def demo_setup(
                 "model_dir": str(model_dir),
                 "temperature": 0.0,
                 "device": "cpu",
-                "max_new_tokens": 64,  # a tool call is ~40 tokens; an untrained model babbles
-                # a model trained on its two tools needs no tool listing: prompts ~4x shorter
-                "system": DEMO_SYSTEM,
+                "max_new_tokens": suite.max_new_tokens,
+                # a model trained on its tools needs no tool listing: prompts ~4x shorter
+                "system": suite.system,
                 "list_tools": False,
             },
-            "description": "An untrained ~1M-parameter Llama built locally (steplab demo).",
+            "description": f"An untrained tiny Llama built locally (steplab demo, {suite.name}, "
+            f"seed {seed}).",
         },
     )
-    train = _task_set(f"arithmetic-demo-train-{train_tasks}", "train_wide", train_tasks)
-    heldout = _task_set(f"arithmetic-demo-heldout-{heldout_tasks}", "heldout", heldout_tasks)
-    rubrics_seed(domain="arithmetic")
-    reward_model = latest_version(domain="arithmetic")
-    if reward_model is None:
-        reward_model = reward_model_create(domain="arithmetic", note="rules only (steplab demo)")
-    return policy, train, heldout, reward_model
+    return policy
 
 
-def demo_launch(*, name: str = "", config: Any = None, seed: int = 0, user=None, **sizes):
-    policy, train, heldout, reward_model = demo_setup(seed=seed, **sizes)
-    return pipeline_launch(
-        name=name or f"demo-{time.strftime('%Y%m%d-%H%M%S')}",
-        base_policy=policy,
-        train_task_set=train,
-        eval_task_set=heldout,
-        reward_model=reward_model,
-        config=config if config is not None else DEFAULT_PIPELINE_YAML,
-        user=user,
+def demo_setup(*, suite: DemoSuite, split: str = "test", eval_tasks: int = DEMO_EVAL_TASKS):
+    """The demo's train and evaluation task sets and reward model (made once, reused after)."""
+    if split not in ("validation", "test"):
+        raise ApplicationError("The demo evaluates on the validation or the test split.")
+    policies_seed_builtin()  # the scripted policy plays the reference trajectories
+    train_split, eval_split = suite.splits["train"], suite.splits[split]
+    n_train = suite.train_tasks
+    train = _task_set(
+        f"{suite.name}-demo-{train_split}-{n_train}",
+        suite.tasks(train_split, n_train),
+        f"{suite.name}, {train_split} split (the protocol's train), {n_train} tasks (demo).",
     )
+    evaluation = _task_set(
+        f"{suite.name}-demo-{split}-{eval_tasks}",
+        suite.tasks(eval_split, eval_tasks),
+        f"{suite.name}, {split} split, its first {eval_tasks} tasks (steplab demo).",
+    )
+    if suite.practice_split:
+        _task_set(
+            suite.practice_set_name,
+            suite.tasks(suite.practice_split, suite.practice_tasks),
+            f"{suite.name}, {suite.practice_split} split (the protocol's train side, drawn like "
+            f"validation and test), {suite.practice_tasks} tasks: GRPO practises on them.",
+        )
+    rubrics_seed(domain=suite.domain)
+    reward_model = latest_version(domain=suite.domain)
+    if reward_model is None:
+        reward_model = reward_model_create(domain=suite.domain, note="rules only (steplab demo)")
+    return train, evaluation, reward_model
+
+
+def demo_launch(
+    *,
+    suite: str = PRIMARY_SUITE,
+    seeds: Sequence[int] = SEEDS,
+    split: str = "test",
+    eval_tasks: int = DEMO_EVAL_TASKS,
+    name: str = "",
+    config: Any = None,
+    user=None,
+) -> list:
+    """One pipeline per training seed (``<name>-seed<k>``); returns them in seed order."""
+    spec = demo_suite(suite)
+    train, evaluation, reward_model = demo_setup(suite=spec, split=split, eval_tasks=eval_tasks)
+    name = name or f"demo-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    pipelines = []
+    for seed in seeds:
+        pipelines.append(
+            pipeline_launch(
+                name=f"{name}-seed{seed}",
+                base_policy=_base_policy(spec, seed),
+                train_task_set=train,
+                eval_task_set=evaluation,
+                reward_model=reward_model,
+                config=config if config is not None else spec.pipeline_yaml(seed),
+                user=user,
+            )
+        )
+    return pipelines
+
+
+def demo_report(*, pipelines: Sequence[Any], suite: str, split: str = "test") -> ProtocolReport:
+    """The protocol table of the demo's pipelines (one per seed, ``pipeline.config["seed"]``)."""
+    results: dict[str, dict[int, dict[str, bool]]] = {}
+    for pipeline in pipelines:
+        seed = int(pipeline.config.get("seed", 0))
+        for label, solved in selectors.pipeline_outcomes(pipeline=pipeline):
+            results.setdefault(label, {})[seed] = solved
+    complete = {k: v for k, v in results.items() if len(v) == len(pipelines)}
+    if not complete:
+        raise ApplicationError("No evaluation of the demo's pipelines finished.")
+    return protocol_report(complete, suite=f"{suite} ({split} split)", common_tasks=True)

@@ -44,6 +44,7 @@ from webapp.jobs.names import Kinds, Queue, Tasks
 from webapp.rewards.services import scoring_launch
 from webapp.rollouts.selectors import policy_find
 from webapp.rollouts.services import collect_launch, policy_add_parameters, policy_with_temperature
+from webapp.tasks.selectors import task_set_find
 from webapp.training.services import checkpoint_register, training_launch
 from webapp.trajectories.selectors import collected_ids
 
@@ -153,6 +154,22 @@ def _launch_evaluation(stage: _Stage) -> None:
     stage.row.evaluation, stage.row.job = run, run.job
 
 
+def _collect_task_set(pipeline: Pipeline, name: str):
+    """The task set an iteration collects on: the pipeline's train set, or the one named —
+    never the evaluation set (what is reported must not be trained on)."""
+    if not name:
+        return pipeline.train_task_set
+    task_set = task_set_find(name=name)
+    if task_set is None:
+        raise ApplicationError(f"Pipeline {pipeline}: no task set named {name!r} to collect on.")
+    if task_set.pk == pipeline.eval_task_set_id:
+        raise ApplicationError(
+            f"Pipeline {pipeline}: an iteration collects on {name!r}, the evaluation task set; "
+            "collect on training tasks only."
+        )
+    return task_set
+
+
 def _launch_collect(stage: _Stage) -> None:
     spec, pipeline = stage.iteration.collect, stage.pipeline
     if spec.policy == "current":
@@ -163,7 +180,7 @@ def _launch_collect(stage: _Stage) -> None:
             raise ApplicationError(f"Pipeline {pipeline}: no policy named {spec.policy!r}.")
     stage.row.policy = policy_with_temperature(policy=base, temperature=spec.temperature)
     run = collect_launch(
-        task_set=pipeline.train_task_set,
+        task_set=_collect_task_set(pipeline, spec.task_set),
         policy=stage.row.policy,
         episodes_per_task=spec.episodes_per_task,
         max_steps=spec.max_steps,
@@ -207,7 +224,7 @@ def _launch_calibrate(stage: _Stage) -> None:
         reward_model=reward_model,
         trajectory_ids=ids,
         rescore_ids=ids,
-        task_set=stage.pipeline.train_task_set,
+        task_set=_collect_task_set(stage.pipeline, stage.iteration.collect.task_set),
         error_rate=spec.error_rate,
         seed=spec.seed,
         max_trajectories=spec.trajectories,

@@ -38,6 +38,12 @@ class CollectStage(_Strict):
     temperature: float | None = Field(
         None, ge=0, description="Sampling temperature for a local model (None: the policy's own)."
     )
+    task_set: str = Field(
+        "",
+        description="The task set to play, by name ('' : the pipeline's train task set). Never "
+        "the evaluation set: e.g. a set of tasks to practise on with a reward, where no "
+        "reference was learned.",
+    )
     num_tasks: int = Field(0, ge=0, description="Play only N tasks of the set (0: all).")
     task_offset: int = Field(0, ge=0, description="...starting at this position (by task id).")
 

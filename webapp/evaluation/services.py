@@ -20,6 +20,7 @@ from webapp.jobs.models import Job
 from webapp.jobs.names import Kinds
 from webapp.jobs.services import job_enqueue
 from webapp.rollouts.services import collect_launch, policy_build
+from webapp.tasks.selectors import task_set_find
 from webapp.training.services import checkpoint_register, form_fields
 
 
@@ -175,6 +176,21 @@ def pipeline_launch(
             "Train and evaluation task sets must differ: held-out success is measured on tasks "
             "the policy never trained on."
         )
+    for number, iteration in enumerate(parsed.iterations):
+        named = iteration.collect.task_set
+        if not named:
+            continue
+        found = task_set_find(name=named)
+        if found is None:
+            raise ApplicationError(
+                f"The pipeline configuration is invalid: iterations.{number}.collect.task_set: "
+                f"no task set is named {named!r}."
+            )
+        if found.pk == eval_task_set.pk:
+            raise ApplicationError(
+                f"The pipeline configuration is invalid: iterations.{number}.collect.task_set: "
+                f"{named!r} is the evaluation task set; collect on training tasks only."
+            )
     dumped = parsed.model_dump(mode="json")
     with transaction.atomic():
         pipeline = Pipeline.objects.create(

@@ -9,6 +9,7 @@ from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
 from webapp.common.htmx import stop_polling
 from webapp.evaluation import selectors, services
+from webapp.evaluation.ablation import presets as pipeline_presets
 from webapp.evaluation.demo import DEFAULT_PIPELINE_YAML
 from webapp.evaluation.forms import CheckpointsEvaluationForm, EvaluationForm, PipelineForm
 from webapp.tasks.selectors import task_set_get
@@ -151,7 +152,10 @@ def pipeline_list(request):
 
 @requires(Need.OPERATE)
 def pipeline_new(request):
-    form = PipelineForm(request.POST or None, initial={"config": DEFAULT_PIPELINE_YAML})
+    presets = pipeline_presets()
+    chosen = request.GET.get("preset", "")
+    config = presets[chosen][1] if chosen in presets else DEFAULT_PIPELINE_YAML
+    form = PipelineForm(request.POST or None, initial={"config": config})
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -169,7 +173,12 @@ def pipeline_new(request):
         else:
             messages.success(request, f"Pipeline {pipeline.name} launched.")
             return redirect("evaluation:pipeline", pk=pipeline.pk)
-    return render(request, "evaluation/pipeline_form.html", _ctx(form=form))
+    choices = [(key, label) for key, (label, _) in presets.items()]
+    return render(
+        request,
+        "evaluation/pipeline_form.html",
+        _ctx(form=form, presets=choices, preset=chosen if chosen in presets else ""),
+    )
 
 
 @requires(Need.READ)

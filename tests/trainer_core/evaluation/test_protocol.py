@@ -47,3 +47,16 @@ def test_stages_must_share_seeds_and_tasks():
         protocol_report({"a": good, "b": {0: {"t0": True, "t9": False}}}, suite="s")
     with pytest.raises(InputError, match="seeds"):
         protocol_report({"a": good, "b": _outcomes({1: "10"})}, suite="s")
+
+
+def test_an_evaluation_cut_short_is_compared_on_the_tasks_every_stage_played_and_said_so():
+    results = {
+        "SFT": _outcomes({0: "1100"}),
+        "GRPO": {0: {"t0": True, "t1": True, "t2": True}},  # t3 never played
+    }
+    report = protocol_report(results, suite="s", common_tasks=True)
+    assert report.stage("SFT").pooled.n == 3 and report.stage("GRPO").pooled.successes == 3
+    assert report.notes == [
+        "seed 0: 1 of SFT's tasks left out: not every stage played them (only 3 tasks compared)"
+    ]
+    assert "note: seed 0: 1 of SFT's tasks left out" in "\n".join(report.lines())

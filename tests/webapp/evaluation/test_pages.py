@@ -215,3 +215,64 @@ def test_every_checkpoint_is_evaluated_once_and_plotted_by_step(client, make_use
     client.force_login(make_user(Role.VIEWER))
     page = client.get(reverse("training:detail", args=[run.pk])).content.decode()
     assert 'id="curve-data"' in page and "step 20" in page
+
+
+def test_the_pipeline_form_offers_the_demo_and_each_ablation_arm_as_a_preset(client, make_user):
+    from webapp.evaluation.ablation import ARMS, arm_config
+
+    client.force_login(make_user(Role.OPERATOR))
+    page = client.get(reverse("evaluation:pipeline_new")).content.decode()
+    for arm in ARMS:
+        assert f"?preset=ablation-arithmetic-{arm}" in page
+    page = client.get(
+        reverse("evaluation:pipeline_new"), {"preset": "ablation-arithmetic-calibrated"}
+    ).content.decode()
+    assert "annotator: simulated" in page and "advantage: mixed" in page
+    configs = {arm: parse_config(arm_config("arithmetic", arm, seed=1)) for arm in ARMS}
+    grpo = {arm: c.iterations[-1] for arm, c in configs.items()}
+    assert grpo["outcome"].train.values["advantage"] == "outcome"
+    assert grpo["calibrated"].calibrate is not None and grpo["process"].calibrate is None
+    # the same samples and compute in every arm: only the advantage and calibration differ
+    assert len({c.iterations[-1].collect.model_dump_json() for c in configs.values()}) == 1
+    steps = {c.iterations[-1].train.values["max_steps"] for c in configs.values()}
+    assert len(steps) == 1 and all(c.seed == 1 for c in configs.values())
+
+
+def test_an_iteration_collects_on_a_named_training_set_never_the_evaluation_set(task_set):
+    from webapp.common.errors import ApplicationError
+    from webapp.evaluation.services import pipeline_launch
+    from webapp.rewards.services import reward_model_create, rubrics_seed
+
+    practice, _ = task_set_import(
+        text=dump_tasks_jsonl(arithmetic_tasks("practice", n=4)), name="practice-4"
+    )
+    train, _ = task_set_import(
+        text=dump_tasks_jsonl(arithmetic_tasks("train_wide", n=4)), name="train-4"
+    )
+    policy = Policy.objects.create(
+        name="tiny", kind="local", model="/models/tiny", parameters={"model_dir": "/models/tiny"}
+    )
+    rubrics_seed(domain="arithmetic")
+    reward_model = reward_model_create(domain="arithmetic", note="t")
+
+    def launch(name, collect_on):
+        config = {
+            "iterations": [
+                {
+                    "collect": {"policy": "current", "task_set": collect_on},
+                    "dataset": {"kind": "grpo"},
+                    "train": {"method": "grpo"},
+                }
+            ]
+        }
+        return pipeline_launch(
+            name=name, base_policy=policy, train_task_set=train, eval_task_set=task_set,
+            reward_model=reward_model, config=config,
+        )  # fmt: skip
+
+    with pytest.raises(ApplicationError, match="is the evaluation task set"):
+        launch("p1", task_set.name)
+    with pytest.raises(ApplicationError, match="no task set is named 'nope'"):
+        launch("p2", "nope")
+    pipeline = launch("p3", practice.name)
+    assert pipeline.config["iterations"][0]["collect"]["task_set"] == "practice-4"

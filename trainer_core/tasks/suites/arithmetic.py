@@ -28,17 +28,22 @@ SPLITS: dict[str, tuple[int, int, int, int]] = {
     "train_wide": (2_000_000, 3_000_000, 2, 499),
     "validation": (3_000_000, 4_000_000, 50, 999),
     "test": (4_000_000, 5_000_000, 50, 999),
+    # the protocol's train side too, drawn like validation and test (their operand values) but
+    # with train's answers: tasks to practise on with a reward, where no reference was learned
+    "practice": (5_000_000, 6_000_000, 50, 999),
 }
 # splits whose operands come from several ranges (each operand: a range at random, then a number)
 OPERAND_RANGES: dict[str, tuple[tuple[int, int], ...]] = {
     "train_wide": ((2, 49), (100, 499)),
     "validation": ((50, 99), (500, 999)),
     "test": ((50, 99), (500, 999)),
+    "practice": ((50, 99), (500, 999)),
 }
 #: the learning splits' answers, by residue modulo ANSWER_MODULUS: no answer in two splits
 ANSWER_MODULUS = 7
 ANSWER_RESIDUES: dict[str, tuple[int, ...]] = {
     "train_wide": (0, 1, 2),
+    "practice": (0, 1, 2),
     "validation": (3, 4),
     "test": (5, 6),
 }
