@@ -184,7 +184,8 @@ def pipeline_launch(
         if found is None:
             raise ApplicationError(
                 f"The pipeline configuration is invalid: iterations.{number}.collect.task_set: "
-                f"no task set is named {named!r}."
+                f"no task set is named {named!r} (import it; the demo's and the ablation "
+                "presets' sets are made by `steplab demo`)."
             )
         if found.pk == eval_task_set.pk:
             raise ApplicationError(
