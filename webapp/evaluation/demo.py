@@ -38,7 +38,7 @@ from trainer_core.training.tiny import build_tiny_model
 from webapp.common.errors import ApplicationError
 from webapp.evaluation import selectors
 from webapp.evaluation.services import pipeline_launch
-from webapp.rewards.selectors import latest_version
+from webapp.rewards.selectors import latest_uncalibrated_version
 from webapp.rewards.services import reward_model_create, rubrics_seed
 from webapp.rollouts.models import Policy
 from webapp.rollouts.services import policies_seed_builtin
@@ -234,7 +234,7 @@ def demo_setup(*, suite: DemoSuite, split: str = "test", eval_tasks: int = DEMO_
             f"validation and test), {suite.practice_tasks} tasks: GRPO practises on them.",
         )
     rubrics_seed(domain=suite.domain)
-    reward_model = latest_version(domain=suite.domain)
+    reward_model = latest_uncalibrated_version(domain=suite.domain)
     if reward_model is None:
         reward_model = reward_model_create(domain=suite.domain, note="rules only (steplab demo)")
     return train, evaluation, reward_model

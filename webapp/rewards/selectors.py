@@ -150,6 +150,13 @@ def latest_version(*, domain: str) -> RewardModel | None:
     return RewardModel.objects.filter(domain=domain).order_by("-version").first()
 
 
+def latest_uncalibrated_version(*, domain: str) -> RewardModel | None:
+    """The newest version of ``domain`` that no calibration made: the rule layer as it is (what
+    the demo and the ablation's outcome and process arms score with, whatever an earlier
+    calibrate stage added since)."""
+    return RewardModel.objects.filter(domain=domain, calibration={}).order_by("-version").first()
+
+
 def version_detail(*, version: RewardModel, by: str) -> dict[str, Any]:
     """What a version's page shows beside its settings: score distributions, counts, runs."""
     return {
@@ -212,9 +219,7 @@ def trajectory_score_panel(*, trajectory_id: int, version_id: str | None) -> dic
         chosen = next((v for v in versions if v.pk == int(version_id)), None)
     chosen = chosen or (versions[0] if versions else None)
     total = chosen.scores.filter(trajectory_id=trajectory_id).first() if chosen else None
-    steps = (
-        step_scores(reward_model_id=chosen.pk, trajectory_id=trajectory_id) if chosen else {}
-    )
+    steps = step_scores(reward_model_id=chosen.pk, trajectory_id=trajectory_id) if chosen else {}
     return {
         "trajectory_id": trajectory_id,
         "versions": versions,

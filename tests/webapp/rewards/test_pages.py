@@ -216,3 +216,15 @@ def test_preference_pairs_from_scores(admin, version):
     assert set(PreferencePair.objects.values_list("source", flat=True)) == {"rules"}
     admin.post(reverse("rewards:pairs_build"), {"reward_model": version.pk, "method": "outside_in"})
     assert PreferencePair.objects.count() == 2  # nothing twice
+
+
+def test_the_rule_layer_as_it_is_is_the_newest_version_no_calibration_made():
+    from webapp.rewards.selectors import latest_uncalibrated_version, latest_version
+
+    services.rubrics_seed(domain="arithmetic")
+    rules = services.reward_model_create(domain="arithmetic", note="rules")
+    calibrated = services.reward_model_create(domain="arithmetic", note="calibrated")
+    calibrated.calibration = {"method": "isotonic", "applied": True}
+    calibrated.save()
+    assert latest_version(domain="arithmetic") == calibrated
+    assert latest_uncalibrated_version(domain="arithmetic") == rules
