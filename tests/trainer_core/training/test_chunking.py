@@ -8,20 +8,17 @@ import json
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from trainer_core.errors import ConfigError  # noqa: E402
-from trainer_core.policies import chat_format as cf  # noqa: E402
-from trainer_core.training import tiny  # noqa: E402
-from trainer_core.training.chunking import (  # noqa: E402
+from trainer_core.errors import ConfigError
+from trainer_core.policies import chat_format as cf
+from trainer_core.training import tiny
+from trainer_core.training.chunking import (
     Chunk,
     chunk_length,
     plan_chunks,
     split_steps,
 )
-from trainer_core.training.modelling import IGNORE_INDEX, load_model_and_tokenizer  # noqa: E402
-from trainer_core.training.sft import (  # noqa: E402
+from trainer_core.training.modelling import IGNORE_INDEX, load_model_and_tokenizer
+from trainer_core.training.sft import (
     SFTConfig,
     build_examples,
     data_notes,
