@@ -86,14 +86,14 @@ def test_label_with_keys_mark_first_error_and_submit(live_server, make_user, bro
     page.wait_for_function(
         "document.querySelector('[data-testid=label-3]').innerText === 'downstream'"
     )
-    assert page.inner_text("[data-testid=label-0]") == "1.00 (first error)"
+    assert page.inner_text("[data-testid=label-0]") == "1.00"  # typed: kept
     assert page.inner_text("[data-testid=label-1]") == "0.00 (first error)"
     labels = {
         lb.index: (lb.value, lb.origin)
         for lb in StepLabel.objects.filter(item=first, annotator=annotator)
     }
     assert labels == {
-        0: (1.0, "first_error"),
+        0: (1.0, "key"),
         1: (0.0, "first_error"),
         2: (None, "downstream"),
         3: (None, "downstream"),
@@ -105,4 +105,72 @@ def test_label_with_keys_mark_first_error_and_submit(live_server, make_user, bro
     page.wait_for_url(f"**/annotate/{queue.pk}/items/{second.pk}/")
     submission = Submission.objects.get(item=first, annotator=annotator)
     assert submission.submitted_at is not None and submission.comment == "j5x0f"
+    assert problems == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_first_error_key_keeps_labels_typed_on_earlier_steps(live_server, make_user, browser_page):
+    """``f`` marks the focused step bad and the steps after it downstream; an earlier step the
+    annotator typed a label on keeps it, an earlier unlabelled step becomes good, and moving the
+    mark later turns the old mark's bad step good without touching the typed label."""
+    page = browser_page
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"pageerror: {exc}"))
+    (pk,) = _trajectories(1)
+    queue = services.queue_create(name="keep", trajectory_ids=[pk], scale_points=5)
+    item = queue.items.get()
+    annotator = make_user(Role.ANNOTATOR)
+
+    _log_in(page, live_server, annotator)
+    page.goto(live_server.url + f"/annotate/{queue.pk}/items/{item.pk}/")
+
+    def cell(index: int) -> str:
+        return page.inner_text(f"[data-testid=label-{index}]")
+
+    def wait_cell(index: int, text: str) -> None:
+        page.wait_for_function(
+            f"document.querySelector('[data-testid=label-{index}]').innerText === {text!r}"
+        )
+
+    page.keyboard.press("j")  # step 0
+    page.keyboard.press("2")  # a typed label: 0.25
+    wait_cell(0, "0.25")
+    page.keyboard.press("j")  # step 1: left unlabelled
+    page.keyboard.press("j")  # step 2
+    page.keyboard.press("f")
+    wait_cell(3, "downstream")
+    assert [cell(i) for i in range(4)] == [
+        "0.25",
+        "1.00 (first error)",
+        "0.00 (first error)",
+        "downstream",
+    ]
+
+    page.keyboard.press("j")  # step 3: the first error was later after all
+    page.keyboard.press("f")
+    wait_cell(3, "0.00 (first error)")
+    assert [cell(i) for i in range(4)] == [
+        "0.25",
+        "1.00 (first error)",
+        "1.00 (first error)",
+        "0.00 (first error)",
+    ]
+    labels = {
+        lb.index: (lb.value, lb.origin)
+        for lb in StepLabel.objects.filter(item=item, annotator=annotator)
+    }
+    assert labels == {
+        0: (0.25, "key"),
+        1: (1.0, "first_error"),
+        2: (1.0, "first_error"),
+        3: (0.0, "first_error"),
+    }
+    # what the page shows is what was stored: a reload reads the same
+    page.reload()
+    assert [cell(i) for i in range(4)] == [
+        "0.25",
+        "1.00 (first error)",
+        "1.00 (first error)",
+        "0.00 (first error)",
+    ]
     assert problems == []

@@ -359,7 +359,9 @@ def label_set(
 
 def first_error_set(*, item: QueueItem, user, index: int, reason: str = "") -> None:
     """Mark step ``index`` as the first bad step: earlier steps become good, the step bad, later
-    ones downstream (not judged)."""
+    ones downstream (not judged). An earlier step the annotator labelled by hand (a key or
+    neutral) keeps that label; only earlier steps with no label, or with one an earlier
+    first-error mark made, become good."""
     steps = list(item.trajectory.steps.order_by("index").values_list("index", flat=True))
     if index not in steps:
         raise ApplicationError(f"Trajectory {item.trajectory_id} has no step {index}.")
@@ -377,6 +379,8 @@ def first_error_set(*, item: QueueItem, user, index: int, reason: str = "") -> N
                 else (None, StepLabel.Origin.DOWNSTREAM)
             )
             label = existing.get(step)
+            if step < index and label is not None and label.origin == StepLabel.Origin.KEY:
+                continue  # typed by the annotator: a first-error mark never overwrites it
             old = _as_json(label)
             if label is None:
                 label = StepLabel(
@@ -521,6 +525,7 @@ def calibration_apply(
             parent=old,
             rubrics=old.config.get("rubrics"),
             calibration=calibration.result,
+            profile=old.profile,  # the profile the calibrated scores were made with
         )
         ids = (
             list(

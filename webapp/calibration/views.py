@@ -224,9 +224,7 @@ def item_history(request, pk: int, item: int):
 
 
 def _version(request):
-    return selectors.version_for_page(
-        raw=request.GET.get("version") or request.POST.get("version")
-    )
+    return selectors.version_for_page(raw=request.GET.get("version") or request.POST.get("version"))
 
 
 @requires(Need.READ)

@@ -22,6 +22,11 @@ def profile_get(*, name: str, version: int | None = None) -> DomainProfile:
     return get_object_or_404(DomainProfile, name=name, version=version)
 
 
+def profile_current(*, name: str) -> DomainProfile | None:
+    """The current version of the profile ``name`` in the database, or None (none saved)."""
+    return DomainProfile.objects.filter(name=name, is_current=True).first()
+
+
 def profile_versions(*, name: str) -> QuerySet[DomainProfile]:
     return DomainProfile.objects.filter(name=name).select_related("created_by").order_by("-version")
 

@@ -11,6 +11,7 @@ from django.db import transaction
 from trainer_core.envs.profiles import BUILTIN_PROFILE_DATA, profile_from_data
 from trainer_core.errors import InputError
 from webapp.common.errors import ApplicationError
+from webapp.domains import hooks
 from webapp.domains.models import DomainProfile
 
 
@@ -24,7 +25,10 @@ def _normalised(data: dict[str, Any]) -> dict[str, Any]:
 def profile_save(
     *, data: dict[str, Any], user=None, change_note: str = "", builtin: bool = False
 ) -> DomainProfile:
-    """Save ``data`` as the next version of its profile (or do nothing if it is unchanged)."""
+    """Save ``data`` as the next version of its profile (or do nothing if it is unchanged).
+    Existing versions are never changed: a reward-model version keeps scoring with the profile
+    version it was created with. Listeners registered in :mod:`webapp.domains.hooks` hear of the
+    new version in the same transaction."""
     clean = _normalised(data)
     name = clean["name"]
     with transaction.atomic():
@@ -38,7 +42,7 @@ def profile_save(
         version = (current.version + 1) if current else 1
         clean["version"] = version
         DomainProfile.objects.filter(name=name, is_current=True).update(is_current=False)
-        return DomainProfile.objects.create(
+        saved = DomainProfile.objects.create(
             name=name,
             version=version,
             description=clean.get("description", ""),
@@ -48,6 +52,8 @@ def profile_save(
             created_by=user if getattr(user, "is_authenticated", False) else None,
             change_note=change_note[:300],
         )
+        hooks.profile_saved(profile=saved, previous=current)
+        return saved
 
 
 def profile_save_text(*, name: str, text: str, user=None, change_note: str = "") -> DomainProfile:

@@ -50,6 +50,11 @@ def profile_edit(request, name: str):
             if saved.pk == row.pk:
                 messages.info(request, "Nothing changed; no new version was made.")
             else:
-                messages.success(request, f"Saved {saved.name} version {saved.version}.")
+                messages.success(
+                    request,
+                    f"Saved {saved.name} version {saved.version}. Existing reward-model versions "
+                    "keep scoring with the profile version they froze; a version created now "
+                    "scores with this one.",
+                )
             return redirect("domains:detail", name=name)
     return render(request, "domains/edit.html", {"active_area": "tasks", "row": row, "form": form})

@@ -8,8 +8,9 @@ class RewardsConfig(AppConfig):
     def ready(self) -> None:
         from webapp.accounts.permissions import Need
         from webapp.common.seed import register_seeder
+        from webapp.domains import hooks as domain_hooks
         from webapp.rewards import jobs, selectors
-        from webapp.rewards.services import rubrics_seed_builtin
+        from webapp.rewards.services import rubrics_follow_profile, rubrics_seed_builtin
         from webapp.trajectories import bulk, hooks
 
         jobs.register()
@@ -18,3 +19,4 @@ class RewardsConfig(AppConfig):
             bulk.BulkAction("score", "Score selected", "rewards:score", Need.OPERATE, "post", 10)
         )
         hooks.register_step_rewards(selectors.step_rewards_for_diff)
+        domain_hooks.register_profile_saved(rubrics_follow_profile)

@@ -16,7 +16,7 @@ from trainer_core.errors import ConfigError, PolicyError
 from trainer_core.rewards.judge import Judge, JudgeConfig
 from trainer_core.rewards.scoring import RewardConfig, score_trajectory
 from webapp.common.errors import ApplicationError
-from webapp.domains.selectors import current_profile_spec
+from webapp.domains.selectors import profile_spec
 from webapp.jobs import kinds
 from webapp.jobs.context import JobContext
 from webapp.jobs.names import Kinds, Queue, Tasks
@@ -94,7 +94,9 @@ class _Batch:
 
 @dataclass
 class _Scoring:
-    """One scoring run's fixed parts: the version, its config, judge and domain profile."""
+    """One scoring run's fixed parts: the version, its config, judge and domain profile (the
+    profile version the reward-model version froze, never the current one: editing a profile
+    does not change what an existing version computes)."""
 
     run: ScoringRun
     config: RewardConfig
@@ -135,9 +137,9 @@ class _Scoring:
                 # cut short inside this trajectory: not stored, so a re-run finishes it (the
                 # steps judged so far are in the cache and cost nothing then)
                 break
-            batch.trajectory_rows.append(services.trajectory_score_row(
-                    reward_model=rm, trajectory_id=pk, result=result
-                ))
+            batch.trajectory_rows.append(
+                services.trajectory_score_row(reward_model=rm, trajectory_id=pk, result=result)
+            )
             batch.step_rows.extend(
                 services.step_score_rows(
                     trajectory_id=pk, result=result, calibrated=bool(self.config.calibration)
@@ -153,7 +155,10 @@ def _start(ctx: JobContext) -> _Scoring:
     judge = _judge(rm)
     spent = {"cost": run.cost_usd}
     metered = _MeteredJudge(judge, spent) if judge is not None else None
-    return _Scoring(run, config, metered, current_profile_spec(name=rm.domain), spent)
+    # None (no profile in the database when the version was made): trainer_core scores with the
+    # built-in profile named by the config, which changes only with the code
+    profile = profile_spec(row=rm.profile) if rm.profile_id else None
+    return _Scoring(run, config, metered, profile, spent)
 
 
 def score_run(*, ctx: JobContext) -> None:

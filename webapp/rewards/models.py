@@ -1,8 +1,13 @@
 """Rubrics, reward-model versions, scores, scoring runs and preference pairs.
 
-Weight precedence: a domain profile's default weights seed its Rubric rows; creating a
-RewardModel version snapshots the rubric rows and the layer weights; scoring reads only the
-version; scores are never overwritten (a new version scores again beside the old one).
+Weight precedence: a domain profile's default weights seed its Rubric rows, and a new profile
+version whose rubric weights changed carries the changed weights into them (the latest edit of a
+rubric's weight wins, on the rubrics page or in the profile); creating a RewardModel version
+snapshots the rubric rows and the layer weights and freezes the domain profile version current
+then (its tool categories and outcome fields, which the rule layer reads); scoring reads only the
+version, so editing a profile never changes what an existing version computes; scores are never
+overwritten (a new version scores again beside the old one) and each records the profile version
+it was scored with.
 """
 
 from __future__ import annotations
@@ -50,6 +55,16 @@ class RewardModel(CreatedModel):
     calibration = models.JSONField(default=dict, blank=True)  # filled by the calibration issue
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL)
     note = models.CharField(max_length=300, blank=True)
+    # The domain profile version this version scores with, frozen at creation. None: no profile
+    # of this name was in the database then; it scores with the built-in profile of that name
+    # (fixed in code), or infers tool categories from tool names when there is none.
+    profile = models.ForeignKey(
+        "domains.DomainProfile",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="reward_models",
+    )
 
     class Meta:
         ordering = ["domain", "-version"]
@@ -80,6 +95,11 @@ class TrajectoryScore(models.Model):
     cache_hits = models.PositiveIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
     scored_at = models.DateTimeField(auto_now_add=True)
+    # The domain profile version the score was computed with (the version's frozen one); None:
+    # the built-in profile, or a score made before scores recorded it with no profile then.
+    profile = models.ForeignKey(
+        "domains.DomainProfile", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     class Meta:
         constraints = [

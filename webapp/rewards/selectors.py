@@ -9,6 +9,7 @@ from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
 from webapp.common.errors import ApplicationError
+from webapp.domains.selectors import profile_current
 from webapp.rewards.models import (
     PreferencePair,
     RewardModel,
@@ -105,9 +106,9 @@ def distributions(*, reward_model: RewardModel, by: str) -> list[dict[str, Any]]
 
 def versions_overview() -> list[RewardModel]:
     return list(
-        RewardModel.objects.annotate(
-            scored=Count("scores", distinct=True), run_count=Count("runs", distinct=True)
-        ).order_by("domain", "-version")
+        RewardModel.objects.select_related("profile")
+        .annotate(scored=Count("scores", distinct=True), run_count=Count("runs", distinct=True))
+        .order_by("domain", "-version")
     )
 
 
@@ -137,8 +138,8 @@ def version_list(*, domain: str = "") -> QuerySet[RewardModel]:
 
 
 def version_get(*, id: int | str | None) -> RewardModel:
-    """The version; Http404 when there is none."""
-    return get_object_or_404(RewardModel, pk=id)
+    """The version (with its frozen profile); Http404 when there is none."""
+    return get_object_or_404(RewardModel.objects.select_related("profile"), pk=id)
 
 
 def version_find(*, id: int | None) -> RewardModel | None:
@@ -150,6 +151,11 @@ def latest_version(*, domain: str) -> RewardModel | None:
     return RewardModel.objects.filter(domain=domain).order_by("-version").first()
 
 
+def profile_for_new_version(*, domain: str):
+    """The domain profile version a version created now would freeze (None: the built-in)."""
+    return profile_current(name=domain)
+
+
 def latest_uncalibrated_version(*, domain: str) -> RewardModel | None:
     """The newest version of ``domain`` that no calibration made: the rule layer as it is (what
     the demo and the ablation's outcome and process arms score with, whatever an earlier
@@ -158,8 +164,10 @@ def latest_uncalibrated_version(*, domain: str) -> RewardModel | None:
 
 
 def version_detail(*, version: RewardModel, by: str) -> dict[str, Any]:
-    """What a version's page shows beside its settings: score distributions, counts, runs."""
+    """What a version's page shows beside its settings: score distributions, counts, runs, and
+    the domain's current profile version (to say when the frozen one has been edited since)."""
     return {
+        "current_profile": profile_current(name=version.domain),
         "groups": distributions(reward_model=version, by=by),
         "scored": version.scores.count(),
         "runs": version.runs.select_related("job")[:20],
@@ -180,7 +188,11 @@ def scoring_runs_recent(*, limit: int = 20) -> QuerySet[ScoringRun]:
 
 def scoring_run_for_job(*, run_id: int | None) -> ScoringRun:
     """The run a scoring job works on (ApplicationError: deleted since launch)."""
-    run = ScoringRun.objects.select_related("reward_model").filter(pk=run_id).first()
+    run = (
+        ScoringRun.objects.select_related("reward_model", "reward_model__profile")
+        .filter(pk=run_id)
+        .first()
+    )
     if run is None:
         raise ApplicationError(f"Scoring run {run_id} no longer exists.")
     return run
@@ -218,7 +230,11 @@ def trajectory_score_panel(*, trajectory_id: int, version_id: str | None) -> dic
     if version_id and version_id.isdigit():
         chosen = next((v for v in versions if v.pk == int(version_id)), None)
     chosen = chosen or (versions[0] if versions else None)
-    total = chosen.scores.filter(trajectory_id=trajectory_id).first() if chosen else None
+    total = (
+        chosen.scores.select_related("profile").filter(trajectory_id=trajectory_id).first()
+        if chosen
+        else None
+    )
     steps = step_scores(reward_model_id=chosen.pk, trajectory_id=trajectory_id) if chosen else {}
     return {
         "trajectory_id": trajectory_id,

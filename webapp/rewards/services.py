@@ -19,6 +19,7 @@ from trainer_core.rewards.rubrics import rubric_set
 from trainer_core.rewards.scoring import RewardConfig
 from webapp.common.errors import ApplicationError
 from webapp.domains.models import DomainProfile
+from webapp.domains.selectors import profile_current
 from webapp.jobs.names import Kinds
 from webapp.jobs.services import job_enqueue
 from webapp.rewards.models import (
@@ -72,6 +73,52 @@ def rubrics_seed_builtin() -> str:
     return f"{created} rubrics and {made} reward-model versions created"
 
 
+def _profile_rubrics(profile: DomainProfile) -> dict[str, RubricSpec]:
+    """The rubrics a profile version gives its domain: its ``rubric_weights``, else the built-in
+    set's weights."""
+    weights = (profile.data or {}).get("rubric_weights") or None
+    return {r.id: r for r in rubric_set(profile.name, weights)}
+
+
+def rubrics_follow_profile(*, profile: DomainProfile, previous: DomainProfile | None) -> int:
+    """Carry a new profile version's rubric-weight edits into the domain's Rubric rows, so the
+    next reward-model version created scores with them (registered with
+    ``domains.hooks.register_profile_saved``). Only the weights the edit changed are written —
+    a rubric added in the profile gets a row, one removed gets weight 0 — so a weight set on the
+    rubrics page for a rubric the edit left alone stays. A profile's first version, or a domain
+    with no rubric rows yet, changes nothing (seeding creates the rows from the profile).
+    Existing reward-model versions keep their snapshot. Returns how many rows changed."""
+    if previous is None:
+        return 0
+    new, old = _profile_rubrics(profile), _profile_rubrics(previous)
+    rows = {r.rubric_id: r for r in Rubric.objects.filter(domain=profile.name)}
+    if not rows:
+        return 0
+    count = 0
+    for rubric_id in sorted(set(new) | set(old)):
+        weight = new[rubric_id].weight if rubric_id in new else 0.0
+        if weight == (old[rubric_id].weight if rubric_id in old else 0.0):
+            continue
+        row = rows.get(rubric_id)
+        if row is None:
+            if weight <= 0:
+                continue
+            spec = new[rubric_id]
+            row = Rubric(
+                domain=profile.name,
+                rubric_id=rubric_id,
+                description=spec.description,
+                evaluator=spec.evaluator,
+            )
+        elif row.weight == weight:
+            continue
+        row.weight = weight
+        row.updated_by = profile.created_by
+        row.save()
+        count += 1
+    return count
+
+
 def rubric_update(
     *, rubric: Rubric, weight: float, description: str, evaluator: str, user=None
 ) -> Rubric:
@@ -92,6 +139,9 @@ def rubric_update(
 
 # --- reward-model versions --------------------------------------------------------------------
 
+#: ``reward_model_create(profile=...)``'s default: the domain's current profile version
+CURRENT_PROFILE = "current"
+
 
 def reward_model_create(
     *,
@@ -104,10 +154,18 @@ def reward_model_create(
     parent: RewardModel | None = None,
     rubrics: list[dict[str, Any]] | None = None,
     calibration: dict[str, Any] | None = None,
+    profile: DomainProfile | None | str = CURRENT_PROFILE,
 ) -> RewardModel:
     """Snapshot the domain's rubric rows (or the given ``rubrics`` snapshot, e.g. the parent's),
     the layer and total weights, the judge config and an optional calibration into a new
-    version. Scoring reads only the version, so later rubric edits change nothing here."""
+    version, and freeze the domain profile it scores with: ``profile``, by default the domain's
+    current profile version (None: the built-in profile, see ``RewardModel.profile``; a
+    calibrated version passes its parent's). Scoring reads only the version, so later rubric
+    and profile edits change nothing here."""
+    if isinstance(profile, str) and profile == CURRENT_PROFILE:
+        profile = profile_current(name=domain)
+    elif profile is not None and not isinstance(profile, DomainProfile):
+        raise ApplicationError(f"profile is a domain profile version, not {profile!r}.")
     if rubrics is not None:
         specs = [
             RubricSpec(r["id"], r["description"], r["evaluator"], r["weight"]) for r in rubrics
@@ -148,6 +206,7 @@ def reward_model_create(
             parent=parent,
             note=note[:300],
             created_by=user if getattr(user, "is_authenticated", False) else None,
+            profile=profile,
         )
 
 
@@ -306,10 +365,12 @@ class JudgeUsageTotals:
 def trajectory_score_row(
     *, reward_model: RewardModel, trajectory_id: int, result
 ) -> TrajectoryScore:
-    """The (unsaved) total row of one scored trajectory."""
+    """The (unsaved) total row of one scored trajectory, recording the profile version it was
+    scored with (the version's frozen one)."""
     usage = result.judge_usage
     return TrajectoryScore(
         reward_model=reward_model,
+        profile_id=reward_model.profile_id,
         trajectory_id=trajectory_id,
         total=result.total,
         process=result.process,

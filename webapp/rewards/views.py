@@ -100,7 +100,11 @@ def version_new(request, domain: str):
         else:
             messages.success(request, f"Created {version}.")
             return redirect("rewards:version", pk=version.pk)
-    return render(request, "rewards/version_form.html", _ctx(form=form, domain=domain))
+    return render(
+        request,
+        "rewards/version_form.html",
+        _ctx(form=form, domain=domain, profile=selectors.profile_for_new_version(domain=domain)),
+    )
 
 
 @requires(Need.READ)

@@ -108,7 +108,9 @@ def test_stratified_sampling_spreads_the_budget_over_strata():
     picked = services.stratified_sample(candidates=candidates, strata=strata, budget=8, seed=1)
     kinds = [strata[c[0]] for c in picked]
     assert len(picked) == 8 and kinds.count("big") == 6 and kinds.count("small") == 2
-    assert services.stratified_sample(candidates=candidates, strata=strata, budget=8, seed=1) == picked
+    assert (
+        services.stratified_sample(candidates=candidates, strata=strata, budget=8, seed=1) == picked
+    )
 
 
 def test_blind_overlap_and_reservations(make_user):
@@ -163,6 +165,21 @@ def test_first_error_marks_earlier_good_the_step_bad_later_downstream(make_user)
     services.first_error_set(item=item, user=user, index=1)
     labels = {lb.index: (lb.value, lb.origin) for lb in StepLabel.objects.filter(item=item)}
     assert labels == {0: (1.0, "first_error"), 1: (0.0, "first_error")}
+
+
+def test_first_error_keeps_a_label_typed_on_an_earlier_step(make_user):
+    (pk,) = _import(1)
+    queue = services.queue_create(name="fe-kept", trajectory_ids=[pk], scale_points=5)
+    item = queue.items.get()
+    user = make_user(Role.ANNOTATOR)
+    services.label_set(item=item, user=user, index=0, key=2)
+    services.first_error_set(item=item, user=user, index=1)
+    labels = {lb.index: (lb.value, lb.origin) for lb in StepLabel.objects.filter(item=item)}
+    assert labels == {0: (0.25, "key"), 1: (0.0, "first_error")}
+    # a label the mark made is the mark's: moving the mark replaces it
+    services.first_error_set(item=item, user=user, index=0)
+    labels = {lb.index: (lb.value, lb.origin) for lb in StepLabel.objects.filter(item=item)}
+    assert labels == {0: (0.0, "first_error"), 1: (None, "downstream")}
 
 
 def test_pairwise_choice_makes_a_human_preference_pair(make_user):
