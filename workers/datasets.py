@@ -1,10 +1,10 @@
-"""Dataset export and training job tasks."""
+"""Dataset export, training and tiny-model job tasks."""
 
 from __future__ import annotations
 
 from webapp.datasets.jobs import export_run
 from webapp.jobs.names import Tasks
-from webapp.training.jobs import train_run
+from webapp.training.jobs import tiny_model_run, train_run
 from workers.base import job_task
 
 
@@ -16,3 +16,8 @@ def export_dataset(ctx):
 @job_task(Tasks.TRAIN)
 def train(ctx):
     return train_run(ctx=ctx)
+
+
+@job_task(Tasks.CREATE_TINY_MODEL)
+def create_tiny_model(ctx):
+    return tiny_model_run(ctx=ctx)

@@ -59,13 +59,22 @@ def test_upload_filter_open_and_diff_in_the_browser(live_server, make_user, brow
     bad = tmp_path / "bad-run.jsonl"
     good.write_text(_traj("GOOD", ["read", "edit", "test", "submit"], success=True).to_json())
     bad.write_text(_traj("BAD", ["read", "grep", "edit", "submit"], success=False).to_json())
+    refused = tmp_path / "<img src=x onerror=alert(1)>.json"  # a file that does not read
+    refused.write_text('{"messages": [')
 
     _log_in(page, live_server, operator)
     page.goto(live_server.url + "/trajectories/import/")
-    page.set_input_files("input[type=file]", [str(good), str(bad)])
+    page.set_input_files("input[type=file]", [str(good), str(refused), str(bad)])
     page.get_by_test_id("import").click()
-    page.wait_for_url(live_server.url + "/trajectories/")
-    assert "Imported 2 trajectories" in page.content()
+    table = page.get_by_test_id("import-files")
+    table.wait_for()
+    statuses = table.locator("tbody tr").evaluate_all("rows => rows.map(r => r.dataset.fileStatus)")
+    assert statuses == ["imported", "refused", "imported"]
+    assert "invalid JSON" in page.get_by_test_id("file-error").inner_text()
+    assert refused.name in page.get_by_test_id("file-error").inner_text()  # shown as text
+    assert "Imported 2 trajectories" in page.get_by_test_id("import-summary").inner_text()
+    page.get_by_test_id("imported-link").click()
+    page.wait_for_url("**/trajectories/?min_id=*")
     rows = page.locator("[data-testid=trajectories] tbody tr[data-trajectory-id]")
     assert rows.count() == 2
 

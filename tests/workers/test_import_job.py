@@ -1,4 +1,5 @@
-"""Large uploads import as a job on a real worker, with progress; all or nothing."""
+"""Large uploads import as a job on a real worker, with progress: every file that reads, the
+others reported (all or nothing on request)."""
 
 from __future__ import annotations
 
@@ -69,16 +70,40 @@ def test_background_import_runs_on_a_worker_and_reports_the_result(
     assert TrajectoryRow.objects.count() == 12
 
 
-def test_a_broken_file_fails_the_import_job_and_writes_nothing(celery_worker, operator_client):
-    files = [
+def _broken_upload() -> list[SimpleUploadedFile]:
+    return [
         SimpleUploadedFile("good.jsonl", _jsonl(2, "g")),
         SimpleUploadedFile("broken.json", b'{"messages": [ {"role": "user", "content": '),
     ]
-    operator_client.post(reverse("trajectories:import"), {"files": files, "background": "on"})
+
+
+def test_a_broken_file_is_reported_and_the_good_ones_imported(celery_worker, operator_client):
+    operator_client.post(
+        reverse("trajectories:import"), {"files": _broken_upload(), "background": "on"}
+    )
+    job = Job.objects.get(kind="trajectories.import")
+    done = wait_for(lambda: _finished(job.pk), timeout=60, what="import job to end")
+    assert done.status == JobStatus.SUCCEEDED, done.error
+    assert done.result["created"] == 2 and done.result["refused_count"] == 1
+    assert [bool(f["error"]) for f in done.result["files"]] == [False, True]
+    assert "broken.json: invalid JSON" in done.result["files"][1]["error"]
+    assert TrajectoryRow.objects.count() == 2
+    page = operator_client.get(reverse("jobs:detail", args=[job.pk])).content.decode()
+    assert "1 file(s) refused" in page and 'data-file-status="refused"' in page
+
+
+def test_all_or_nothing_a_broken_file_fails_the_job_and_writes_nothing(
+    celery_worker, operator_client
+):
+    operator_client.post(
+        reverse("trajectories:import"),
+        {"files": _broken_upload(), "background": "on", "all_or_nothing": "on"},
+    )
     job = Job.objects.get(kind="trajectories.import")
     done = wait_for(lambda: _finished(job.pk), timeout=60, what="import job to end")
     assert done.status == JobStatus.FAILED
-    assert "broken.json" in done.error
+    assert "broken.json" in done.error and "Nothing was imported" in done.error
+    assert [bool(f["error"]) for f in done.result["files"]] == [False, True]
     assert TrajectoryRow.objects.count() == 0
     assert not (uploads_root() / done.params["folder"]).exists()
 

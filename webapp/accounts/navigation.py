@@ -69,7 +69,6 @@ AREAS: list[Area] = [
 ]
 
 
-
 def navigation(request):
     """Context processor (settings.TEMPLATES): the areas, and the user's permissions."""
     user = getattr(request, "user", None)

@@ -4,7 +4,7 @@
 module         commands                                                                  Django
 =============  ========================================================================  ========
 ``files``      version, schema, convert, validate, validate-tasks, collect, score, train no
-``database``   check, seed, manage, jobs, import, tasks, policies, rollouts,             yes
+``database``   check, seed, manage, jobs, import, tasks, policies, models, rollouts,     yes
                preferences, export
 ``serving``    serve, worker                                                             yes
 ``loop``       eval, compare, leaderboard, demo                                          yes
@@ -106,7 +106,8 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         "database",
         "import_",
         True,
-        "Import agent logs into the trajectory store (all or nothing; re-imports are reported).",
+        "Import agent logs into the trajectory store: every file that reads (each file all or "
+        "nothing; a zip, each member), a table of every file, exit status 1 when any was refused.",
     ),
     "tasks": (
         "database",
@@ -119,6 +120,12 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         "policies",
         True,
         "List policies.",
+    ),
+    "models": (
+        "database",
+        "models",
+        True,
+        "Local models to train from: list them, or create a tiny starter model.",
     ),
     "rollouts": (
         "database",

@@ -1,5 +1,6 @@
 """Commands on the database and the job system: check, seed, manage, jobs, import, tasks,
-policies, rollouts, preferences, export. Django is set up before this module is imported."""
+policies, models, rollouts, preferences, export. Django is set up before this module is
+imported."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import click
 from django.core.files import File
 from django.core.management import execute_from_command_line
 
-from webapp.cli.output import follow, print_report, task_set_and_policy
+from trainer_core.recording.importers import format_names
+from webapp.cli.output import follow, print_import_table, print_report, task_set_and_policy
 from webapp.common.errors import ApplicationError
 from webapp.common.seed import seed_all
 from webapp.datasets.selectors import snapshot_find
@@ -26,6 +28,8 @@ from webapp.rollouts.selectors import policy_list
 from webapp.rollouts.services import collect_launch
 from webapp.tasks.selectors import task_set_list
 from webapp.tasks.services import task_set_import
+from webapp.training.selectors import base_model_choices, tiny_model_free_name
+from webapp.training.services import tiny_model_build
 from webapp.trajectories.services import trajectories_import_files
 
 
@@ -134,22 +138,27 @@ def jobs_reap() -> None:
 
 @click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--format", "fmt", default=None, help="Skip detection and read every file as this format.")  # fmt: skip
-def import_(paths: tuple[str, ...], fmt: str | None) -> None:
-    """Import agent logs into the trajectory store (all or nothing; re-imports are reported)."""
+@click.option("--format", "fmt", default=None, type=click.Choice(format_names()), help="Skip detection and read every file as this format.")  # fmt: skip
+@click.option("--all-or-nothing", is_flag=True, help="Import nothing if any file is refused.")
+def import_(paths: tuple[str, ...], fmt: str | None, all_or_nothing: bool) -> None:
+    """Import agent logs into the trajectory store: every file that reads (each file all or
+    nothing; a zip, each member), a table of every file, exit status 1 when any was refused."""
     try:
-        summary = trajectories_import_files(paths=list(paths), format=fmt)
-    except ApplicationError as exc:
-        raise click.ClickException(exc.message) from None
-    for item in summary.files:
-        click.echo(
-            f"{item['file']}: {item['format']} {item['version']}".rstrip()
-            + f", {item['trajectories']} trajectories, {item['steps']} steps"
+        summary = trajectories_import_files(
+            paths=list(paths), format=fmt, all_or_nothing=all_or_nothing
         )
+    except ApplicationError as exc:
+        if exc.extra.get("files"):
+            print_import_table(exc.extra["files"])
+        raise click.ClickException(exc.message) from None
+    print_import_table(summary.files)
+    refused = f"; {len(summary.refused)} file(s) refused" if summary.refused else ""
     click.echo(
         f"imported {len(summary.created)} trajectories; "
-        f"{len(summary.duplicates)} duplicate(s) skipped"
+        f"{len(summary.duplicates)} duplicate(s) skipped{refused}"
     )
+    if summary.refused:
+        raise SystemExit(1)
 
 
 @click.group()
@@ -266,6 +275,36 @@ def preferences(version_id: int, method: str, min_margin: float) -> None:
     )
 
 
+@click.group()
+def models() -> None:
+    """Local models to train from: list them, or create a tiny starter model."""
+
+
+@models.command("list")
+def models_list() -> None:
+    """The local models the training form offers: directories with a config.json under the data
+    directory's models/ and the model roots, and registered local policies' models."""
+    rows = base_model_choices()
+    if not rows:
+        click.echo("no local model yet: `steplab models create-tiny` makes one")
+    for row in rows:
+        click.echo(f"{row['path']}  {row['label']}")
+
+
+@models.command("create-tiny")
+@click.option("--name", default="", help="Its directory under STEPLAB_DATA_DIR/models (default: tiny-starter, or the next free tiny-starter-N).")  # fmt: skip
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the random weights.")
+def models_create_tiny(name: str, seed: int) -> None:
+    """Build a tiny starter model on this machine (a tokenizer trained on the spot, random
+    weights, about 1M parameters; seconds on a CPU, nothing downloaded) and print its directory."""
+    try:
+        path = tiny_model_build(name=name or tiny_model_free_name(), seed=seed)
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(f"created tiny model {path.name}; train from it with model_dir: {path}", err=True)
+    click.echo(str(path))
+
+
 @click.command("export")
 @click.option("--kind", type=click.Choice(["sft", "sft_knowlyr", "dpo", "grpo", "prm", "bench"]), required=True)  # fmt: skip
 @click.option("--name", required=True, help="The dataset snapshot's name.")
@@ -278,9 +317,13 @@ def preferences(version_id: int, method: str, min_margin: float) -> None:
 @click.option("--policy", default=None)
 @click.option("--task-set", default=None, help="For --kind bench.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--build-pairs", is_flag=True, help="DPO from --version's scores: build preference pairs among the selected trajectories first, in the same job.")  # fmt: skip
+@click.option("--pair-method", type=click.Choice(["outside_in", "adjacent"]), default="outside_in", show_default=True, help="With --build-pairs.")  # fmt: skip
+@click.option("--min-margin", type=float, default=0.1, show_default=True, help="With --build-pairs.")  # fmt: skip
 def export(
-    kind, name, version_id, labels, min_score, outcome, task, domain, policy, task_set, seed
-) -> None:
+    kind, name, version_id, labels, min_score, outcome, task, domain, policy, task_set, seed,
+    build_pairs, pair_method, min_margin,
+) -> None:  # fmt: skip
     """Export a dataset snapshot (a job on a worker) and print where its files are."""
     version = None
     if version_id is not None:
@@ -297,8 +340,9 @@ def export(
     }  # fmt: skip
     try:
         snapshot = snapshot_create(
-            name=name, kind=kind, query=query, reward_model=version, label_source=labels, seed=seed
-        )
+            name=name, kind=kind, query=query, reward_model=version, label_source=labels, seed=seed,
+            build_pairs={"method": pair_method, "min_margin": min_margin} if build_pairs else None,
+        )  # fmt: skip
     except ApplicationError as exc:
         raise click.ClickException(exc.message) from None
     click.echo(f"dataset {snapshot.pk}: export job {snapshot.job_id}")

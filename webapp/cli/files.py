@@ -13,7 +13,7 @@ import click
 import trainer_core
 from trainer_core.errors import SteplabError
 from trainer_core.progress import ProgressEvent
-from trainer_core.recording.importers import ImportFailure
+from trainer_core.recording.importers import ImportFailure, ImportLimits, format_names
 from trainer_core.recording.importers.files import convert_files, validate_files
 from trainer_core.recording.schema import trajectory_json_schema_text
 from trainer_core.rewards.judge import JudgeConfig
@@ -24,6 +24,7 @@ from trainer_core.training.advantages import describe_estimator
 from trainer_core.training.methods import METHODS, train_from_yaml
 
 FORMAT_HELP = "Skip detection and read every file as this format."
+_format = click.Choice(format_names())
 _files = click.Path(exists=True, dir_okay=False)
 
 
@@ -42,7 +43,7 @@ def schema() -> None:
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=_files)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="Canonical JSONL to write.")  # fmt: skip
-@click.option("--format", "fmt", default=None, help=FORMAT_HELP)
+@click.option("--format", "fmt", default=None, type=_format, help=FORMAT_HELP)
 def convert(paths: tuple[str, ...], output: str, fmt: str | None) -> None:
     """Convert agent logs (any supported format) to canonical JSONL (no database needed).
     All or nothing: if any file fails, nothing is written."""
@@ -55,7 +56,9 @@ def convert(paths: tuple[str, ...], output: str, fmt: str | None) -> None:
         )
 
     try:
-        results = convert_files(paths, output, format=fmt, on_result=said)
+        results = convert_files(
+            paths, output, format=fmt, on_result=said, limits=ImportLimits.from_env()
+        )
     except ImportFailure as exc:
         raise click.ClickException(str(exc)) from None
     written = sum(len(result.trajectories) for result in results)
@@ -64,15 +67,11 @@ def convert(paths: tuple[str, ...], output: str, fmt: str | None) -> None:
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=_files)
-@click.option("--format", "fmt", default=None, help=FORMAT_HELP)
+@click.option("--format", "fmt", default=None, type=_format, help=FORMAT_HELP)
 def validate(paths: tuple[str, ...], fmt: str | None) -> None:
     """Check that agent logs import, and say what they hold (no database needed)."""
     failed = 0
-    for report in validate_files(paths, format=fmt):
-        if not report.ok:
-            failed += 1
-            click.echo(click.style(f"FAIL {report.error}", fg="red"))
-            continue
+    for report in validate_files(paths, format=fmt, limits=ImportLimits.from_env()):
         for result in report.results:
             steps = sum(len(t.steps) for t in result.trajectories)
             version = f" {result.format_version}" if result.format_version else ""
@@ -80,6 +79,9 @@ def validate(paths: tuple[str, ...], fmt: str | None) -> None:
                 f"ok   {result.file}: {result.format}{version}, "
                 f"{len(result.trajectories)} trajectories, {steps} steps"
             )
+        for failure in report.failures:
+            failed += 1
+            click.echo(click.style(f"FAIL {failure}", fg="red"))
     if failed:
         raise SystemExit(1)
 

@@ -281,6 +281,14 @@ STEPLAB_WORKER_ONLINE_SECONDS = env_float("STEPLAB_WORKER_ONLINE_SECONDS", 30.0)
 STEPLAB_LOG_TAIL_LINES = 200
 # Uploads larger than this (all files together) import as a background job with progress.
 STEPLAB_IMPORT_INLINE_MAX_BYTES = int(env_float("STEPLAB_IMPORT_INLINE_MAX_BYTES", 4_000_000))
+# What one import reads at most (a file refused by a limit is reported, the others import):
+# a file on disk, one zip member decompressed, all members of one archive decompressed, the
+# files in one archive, and how deeply a stored JSON value (tool parameters, metadata) nests.
+STEPLAB_IMPORT_MAX_FILE_BYTES = int(env_float("STEPLAB_IMPORT_MAX_FILE_BYTES", 256 * 2**20))
+STEPLAB_IMPORT_MAX_MEMBER_BYTES = int(env_float("STEPLAB_IMPORT_MAX_MEMBER_BYTES", 256 * 2**20))
+STEPLAB_IMPORT_MAX_ARCHIVE_BYTES = int(env_float("STEPLAB_IMPORT_MAX_ARCHIVE_BYTES", 2**30))
+STEPLAB_IMPORT_MAX_MEMBERS = int(env_float("STEPLAB_IMPORT_MAX_MEMBERS", 10_000))
+STEPLAB_IMPORT_MAX_DEPTH = int(env_float("STEPLAB_IMPORT_MAX_DEPTH", 64))
 
 LOGGING = {
     "version": 1,

@@ -23,6 +23,26 @@ class DatasetForm(forms.Form):
         choices=DatasetSnapshot.LabelSource.choices,
         help_text="PRM labels and DPO pairs from the reward model, or from people.",
     )
+    build_pairs = forms.BooleanField(
+        required=False,
+        label="Build preference pairs first",
+        help_text="DPO from reward-model scores: in the same job, pair the selected trajectories "
+        "of each task by the chosen version's totals, then export. Pairs that exist are kept.",
+    )
+    pair_method = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("outside_in", "outside-in (best with worst, then inwards)"),
+            ("adjacent", "adjacent ranks (skip ties)"),
+        ],
+        help_text="How the pairs are built (with “Build preference pairs first”).",
+    )
+    min_margin = forms.FloatField(
+        required=False,
+        initial=0.1,
+        min_value=0,
+        help_text="A pair's totals differ by at least this (with “Build preference pairs first”).",
+    )
     min_score = forms.FloatField(
         required=False, help_text="Keep trajectories whose reward-model total is at least this."
     )
@@ -41,6 +61,17 @@ class DatasetForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["reward_model"].queryset = version_list()
         self.fields["reward_model"].label_from_instance = lambda v: v.label
+
+    def pair_options(self) -> dict[str, Any] | None:
+        """What building pairs first should do; None when it is not asked for."""
+        data = self.cleaned_data
+        if not data.get("build_pairs"):
+            return None
+        margin = data.get("min_margin")
+        return {
+            "method": data.get("pair_method") or "outside_in",
+            "min_margin": 0.1 if margin is None else margin,
+        }
 
     def query(self) -> dict[str, Any]:
         """The snapshot's query: the filters and thresholds that were filled in."""

@@ -1,6 +1,8 @@
 """The datasets app's job kind: exporting a snapshot (``datasets.export``).
 
-The job selects the snapshot's rows (``selectors.export_records``), lets
+For a DPO snapshot launched with ``build_pairs`` the job first builds preference pairs among the
+selected trajectories from the reward-model version's totals (``rewards.services.preferences_build``;
+pairs that exist are kept). Then it selects the snapshot's rows (``selectors.export_records``), lets
 ``trainer_core.datasets.writer`` write them under ``STEPLAB_DATA_DIR/datasets/<id>-<name>/`` with
 a card, and records the files. Resumable: a re-run writes the same bytes again.
 """
@@ -19,6 +21,7 @@ from webapp.datasets.models import DatasetSnapshot
 from webapp.jobs import kinds
 from webapp.jobs.context import JobContext
 from webapp.jobs.names import Kinds, Queue, Tasks
+from webapp.rewards.services import preferences_build
 
 
 def register() -> None:
@@ -51,13 +54,43 @@ def _writer_options(snapshot: DatasetSnapshot) -> dict[str, Any]:
     return extra
 
 
+def _build_pairs(ctx: JobContext, snapshot: DatasetSnapshot) -> dict[str, int] | None:
+    """The preference pairs the job was asked to build first, among the selected trajectories;
+    what building gave (None when it was not asked to)."""
+    options = ctx.params.get("build_pairs")
+    if not options or snapshot.kind != "dpo" or snapshot.reward_model is None:
+        return None
+    ids = selectors.selection_ids(snapshot=snapshot)
+    ctx.progress(0.05, f"Building preference pairs among {len(ids)} trajectories…", force=True)
+    if not ids:
+        return {"candidates": 0, "pairs": 0, "created": 0}
+    built = preferences_build(
+        reward_model=snapshot.reward_model,
+        method=options.get("method", "outside_in"),
+        min_margin=float(options.get("min_margin", 0.1)),
+        trajectory_ids=ids,
+        user=snapshot.created_by,
+    )
+    ctx.log(
+        f"preference pairs: {built['pairs']} from {built['candidates']} scored trajectories "
+        f"({built['created']} new), {options.get('method', 'outside_in')}, "
+        f"min margin {options.get('min_margin', 0.1)}"
+    )
+    return built
+
+
 def export_run(*, ctx: JobContext) -> None:
     snapshot = selectors.snapshot_for_job(snapshot_id=ctx.params.get("snapshot_id"))
+    built = _build_pairs(ctx, snapshot)
 
     def on_selected(n: int) -> None:
         ctx.progress(0.1, f"Selected {n} trajectories; reading them…", force=True)
 
-    records, selected = selectors.export_records(snapshot=snapshot, on_selected=on_selected)
+    records, selected = selectors.export_records(
+        snapshot=snapshot, on_selected=on_selected, built=built
+    )
+    if built is not None:
+        selected = {**selected, "pairs_built": built["created"]}
     directory = (
         Path(settings.STEPLAB_DATA_DIR) / "datasets" / f"{snapshot.pk}-{_slug(snapshot.name)}"
     )
@@ -71,6 +104,14 @@ def export_run(*, ctx: JobContext) -> None:
         "seed": snapshot.seed,
         "steplab_dataset_id": snapshot.pk,
     }
+    if built is not None:
+        # what building gave among the selection (not how many were new: the same inputs write
+        # the same card)
+        card["pairs_built"] = {
+            **ctx.params["build_pairs"],
+            "pairs": built["pairs"],
+            "scored": built["candidates"],
+        }
     writer_kind = {"sft_knowlyr": "sft", "bench": "benchmark"}.get(snapshot.kind, snapshot.kind)
     files = write_dataset(
         records,

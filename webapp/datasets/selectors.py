@@ -73,9 +73,7 @@ def snapshot_file_path(*, snapshot: DatasetSnapshot, name: str) -> Path:
 
 def _trajectory_ids(snapshot: DatasetSnapshot) -> list[int]:
     query = snapshot.query or {}
-    filters = Filters.from_query(
-        {k: str(v) for k, v in query.items() if v not in (None, "")}
-    )
+    filters = Filters.from_query({k: str(v) for k, v in query.items() if v not in (None, "")})
     qs = trajectory_list(filters=filters).filter(status="finished")
     ids = list(qs.order_by("pk").values_list("pk", flat=True)[:MAX_TRAJECTORIES])
     min_total = query.get("min_score")
@@ -187,9 +185,97 @@ def label_snapshot() -> dict[str, Any]:
     }
 
 
-def export_records(*, snapshot: DatasetSnapshot, on_selected=None):
+def selection_ids(*, snapshot: DatasetSnapshot) -> list[int]:
+    """The finished trajectories the snapshot's query selects (its filters and minimum total)."""
+    return _trajectory_ids(snapshot)
+
+
+def dpo_pairs(*, reward_model_id: int | None, label_source: str) -> QuerySet[PreferencePair]:
+    """The preference pairs a DPO export may use: people's (``label_source="human"``), or those
+    built from the totals of reward-model version ``reward_model_id``."""
+    pairs = PreferencePair.objects.filter(status=PreferencePair.Status.PAIR)
+    if label_source == DatasetSnapshot.LabelSource.HUMAN:
+        return pairs.filter(source=PreferencePair.Source.HUMAN)
+    return pairs.filter(source=PreferencePair.Source.RULES, reward_model_id=reward_model_id)
+
+
+def dpo_empty_message(
+    *, snapshot: DatasetSnapshot, selected: int, built: dict[str, int] | None = None
+) -> str:
+    """Why a DPO export has no pair, and what to do: the step that is missing, not the filters
+    unless the filters are the cause. ``built``: what building pairs in the same job gave."""
+    if selected == 0:
+        return (
+            "The selection matched no finished trajectory, so there is nothing to pair: widen "
+            "the filters."
+        )
+    if snapshot.label_source == DatasetSnapshot.LabelSource.HUMAN:
+        return (
+            f"None of the {selected} selected trajectories is in a preference pair people chose: "
+            "human pairs come from pairwise annotation queues. Label pairs there first, or export "
+            "from reward-model scores with “Build preference pairs first”."
+        )
+    version = snapshot.reward_model.label if snapshot.reward_model else "(none)"
+    if built is not None and built.get("candidates", 0) == 0:
+        return (
+            f"None of the {selected} selected trajectories has a total from reward-model version "
+            f"{version}, so no pair could be built: score them with that version first "
+            "(Rewards → Score), then export again."
+        )
+    if built is not None:
+        return (
+            f"Building preference pairs from the totals of the {built['candidates']} scored "
+            f"trajectories (of {selected} selected) gave no pair: a pair needs two scored "
+            "trajectories of the same task whose totals differ by at least the minimum margin. "
+            "Collect more attempts per task, or lower the margin."
+        )
+    total = dpo_pairs(reward_model_id=snapshot.reward_model_id, label_source="model").count()
+    return (
+        f"No preference pair of reward-model version {version} joins two of the {selected} "
+        f"selected trajectories (the version has {total} pair(s) in all): DPO exports pairs, and "
+        "these trajectories have not been paired yet. Export again with “Build preference pairs "
+        "first” ticked (this job then builds them from the version's totals), or build them on "
+        "the Preference pairs page (Rewards → Pairs, or `steplab preferences`)."
+    )
+
+
+def snapshot_again(*, id: int) -> dict[str, Any]:
+    """The dataset form filled in as snapshot ``id`` was (a free name, the same kind, version,
+    labels, filters and seed), with “Build preference pairs first” ticked: what a DPO export that
+    found no pair offers to run again."""
+    snapshot = snapshot_get(id=id)
+    query = snapshot.query or {}
+    return {
+        **{k: v for k, v in query.items() if isinstance(v, (str, int, float))},
+        "name": free_name(name=snapshot.name),
+        "kind": snapshot.kind,
+        "reward_model": snapshot.reward_model_id,
+        "label_source": snapshot.label_source,
+        "seed": snapshot.seed,
+        "build_pairs": True,
+        "pair_method": "outside_in",
+        "min_margin": 0.1,
+    }
+
+
+def free_name(*, name: str) -> str:
+    """``name``, or ``name-2``, ``name-3``… when a snapshot has it already."""
+    taken = set(
+        DatasetSnapshot.objects.filter(name__startswith=name[:110]).values_list("name", flat=True)
+    )
+    if name not in taken:
+        return name
+    n = 2
+    while f"{name[:110]}-{n}" in taken:
+        n += 1
+    return f"{name[:110]}-{n}"
+
+
+def export_records(*, snapshot: DatasetSnapshot, on_selected=None, built=None):
     """The rows of the snapshot (in trainer_core.datasets' vocabulary) and what was selected
-    (counts for the card). ``on_selected(n)`` is told how many trajectories were selected."""
+    (counts for the card). ``on_selected(n)`` is told how many trajectories were selected;
+    ``built``: what building DPO pairs in the same job gave (for the message when none).
+    ApplicationError when a DPO selection has no pair, saying which step is missing."""
     kind = snapshot.kind
     if kind == "bench":
         tasks = Task.objects.filter(task_set__name=snapshot.query.get("task_set")).order_by(
@@ -197,16 +283,15 @@ def export_records(*, snapshot: DatasetSnapshot, on_selected=None):
         )
         return bench.benchmark_records(TaskSpec.model_validate(t.data) for t in tasks), {}
     if kind == "dpo":
-        pairs = PreferencePair.objects.filter(status=PreferencePair.Status.PAIR)
-        if snapshot.label_source == "human":
-            pairs = pairs.filter(source=PreferencePair.Source.HUMAN)
-        else:
-            pairs = pairs.filter(
-                source=PreferencePair.Source.RULES, reward_model_id=snapshot.reward_model_id
-            )
         allowed = set(_trajectory_ids(snapshot))
+        if on_selected is not None:
+            on_selected(len(allowed))
         chosen = [
-            p for p in pairs.order_by("pk") if p.chosen_id in allowed and p.rejected_id in allowed
+            p
+            for p in dpo_pairs(
+                reward_model_id=snapshot.reward_model_id, label_source=snapshot.label_source
+            ).order_by("pk")
+            if p.chosen_id in allowed and p.rejected_id in allowed
         ]
         items = _items(
             snapshot, sorted({p.chosen_id for p in chosen} | {p.rejected_id for p in chosen})
@@ -220,6 +305,10 @@ def export_records(*, snapshot: DatasetSnapshot, on_selected=None):
             for p in chosen
             if p.chosen_id in items and p.rejected_id in items
         ]
+        if not triples:
+            raise ApplicationError(
+                dpo_empty_message(snapshot=snapshot, selected=len(allowed), built=built)
+            )
         return dpo.dpo_records(triples), {"pairs": len(triples)}
     ids = _trajectory_ids(snapshot)
     if on_selected is not None:

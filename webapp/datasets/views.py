@@ -21,7 +21,11 @@ def dataset_list(request):
 
 @requires(Need.OPERATE)
 def dataset_new(request):
-    form = DatasetForm(request.POST or None, initial=request.GET.dict() or None)
+    initial = request.GET.dict() or None
+    if request.GET.get("again", "").isdigit():  # a failed DPO export, again with pairs built first
+        initial = selectors.snapshot_again(id=int(request.GET["again"]))
+    form = DatasetForm(request.POST or None, initial=initial)
+    hint = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -32,14 +36,16 @@ def dataset_new(request):
                 reward_model=data["reward_model"],
                 label_source=data["label_source"],
                 seed=data["seed"] or 0,
+                build_pairs=form.pair_options(),
                 user=request.user,
             )
         except ApplicationError as exc:
             form.add_error(None, exc.message)
+            hint = exc.extra.get("hint")
         else:
             messages.success(request, f"Exporting {snapshot.name}.")
             return redirect("datasets:detail", pk=snapshot.pk)
-    return render(request, "datasets/new.html", _ctx(form=form))
+    return render(request, "datasets/new.html", _ctx(form=form, hint=hint))
 
 
 @requires(Need.READ)

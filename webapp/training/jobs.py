@@ -1,4 +1,5 @@
-"""The training app's job kind: training a policy (``training.train``, on the ``gpu`` queue).
+"""The training app's job kinds: training a policy (``training.train``, on the ``gpu`` queue)
+and building a tiny starter model (``training.create_tiny_model``, on the ``default`` queue).
 
 The job trains with the run's stored config (exactly what was previewed), reporting every
 step's metrics; resumable from the newest complete checkpoint after a crash. At the end each
@@ -32,6 +33,17 @@ def register() -> None:
             description="SFT / DPO / GRPO on a dataset snapshot; checkpoints become policies.",
         )
     )
+    kinds.register_kind(
+        kinds.JobKind(
+            name=Kinds.CREATE_TINY_MODEL,
+            label="Create a tiny starter model",
+            task_name=Tasks.CREATE_TINY_MODEL,
+            queue=Queue.DEFAULT,
+            resumable=True,
+            detail_template="training/partials/tiny_model_job_detail.html",
+            description="A tokenizer trained here and a random-weight tiny Llama, to train from.",
+        )
+    )
 
 
 def train_run(*, ctx: JobContext) -> None:
@@ -62,3 +74,14 @@ def train_run(*, ctx: JobContext) -> None:
     checkpoints = services.training_run_record(run=run, summary=summary)
     ctx.set_result(checkpoints=[c.step for c in checkpoints], **summary)
     ctx.progress(1.0, f"Done: {len(checkpoints)} checkpoint(s).", force=True)
+
+
+def tiny_model_run(*, ctx: JobContext) -> None:
+    """Build the tiny model the job names; a job delivered again finds it built and is done."""
+    name = str(ctx.params.get("name") or "")
+    ctx.progress(0.05, f"Training a tokenizer and writing tiny model {name}…", force=True)
+    path = services.tiny_model_build(
+        name=name, seed=int(ctx.params.get("seed") or 0), exist_ok=ctx.resumed
+    )
+    ctx.set_result(name=path.name, path=str(path), **selectors.model_summary(path=path))
+    ctx.progress(1.0, f"Created {path.name} in {path}.", force=True)

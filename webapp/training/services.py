@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from trainer_core.training.checkpoint import list_checkpoints
 from trainer_core.training.config import config_from_dict, config_help, config_to_yaml
 from trainer_core.training.methods import METHODS
 from trainer_core.training.methods import config_class as trainer_config_class
+from trainer_core.training.tiny import build_tiny_model
 from webapp.common.errors import ApplicationError
 from webapp.common.paths import path_inside_roots
 from webapp.jobs.names import Kinds
@@ -25,7 +29,7 @@ from webapp.jobs.services import job_enqueue
 from webapp.rollouts.models import Policy
 from webapp.rollouts.services import policy_save
 from webapp.training.models import Checkpoint, TrainingRun
-from webapp.training.selectors import dataset_train_path
+from webapp.training.selectors import dataset_train_path, tiny_model_target
 
 # fields the run fills in itself (not shown in the form)
 MANAGED = ("model_dir", "output_dir", "dataset", "resume_from")
@@ -210,3 +214,51 @@ def checkpoint_register(*, checkpoint: Checkpoint, name: str = "", user=None):
     checkpoint.policy = policy
     checkpoint.save(update_fields=["policy"])
     return policy
+
+
+# --- tiny starter models ---------------------------------------------------------------------------
+
+
+def tiny_model_launch(*, name: str, seed: int = 0, user=None):
+    """A job (default queue) that builds a tiny starter model in ``STEPLAB_DATA_DIR/models/<name>``:
+    a tokenizer trained here and a random-weight Llama of about 1M parameters, a few seconds on a
+    CPU. The name is checked now, so a taken or malformed one is refused before any job runs."""
+    target = tiny_model_target(name=name)
+    if target.exists():
+        raise ApplicationError(
+            f"A model named {target.name!r} exists already ({target}): pick it in the base-model "
+            "list, or choose another name."
+        )
+    return job_enqueue(
+        kind=Kinds.CREATE_TINY_MODEL, params={"name": target.name, "seed": int(seed)}, user=user,
+        message="Waiting for a worker to build the model.",
+    )  # fmt: skip
+
+
+def tiny_model_build(*, name: str, seed: int = 0, exist_ok: bool = False) -> Path:
+    """Build the tiny model named ``name`` (``trainer_core.training.tiny.build_tiny_model``) and
+    return its directory. It is written in a hidden directory beside its place and moved there
+    when complete, so a half-written model is never listed or picked. ``exist_ok``: a complete
+    model of that name counts as built (a job delivered again); otherwise a taken name is refused.
+    """
+    target = tiny_model_target(name=name)
+    if target.exists():
+        if exist_ok and (target / "config.json").is_file():
+            return target
+        raise ApplicationError(
+            f"A model named {target.name!r} exists already ({target}); choose another name."
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".building-{target.name}-", dir=target.parent))
+    try:
+        build_tiny_model(staging, seed=seed)
+        try:
+            os.rename(staging, target)
+        except OSError:
+            raise ApplicationError(
+                f"A model named {target.name!r} appeared while this one was built; choose "
+                "another name."
+            ) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

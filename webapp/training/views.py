@@ -42,7 +42,7 @@ def run_new(request):
             run = services.training_launch(
                 method=method,
                 dataset=choices["dataset"],
-                base_model=data.get("base_model", "").strip(),
+                base_model=choices["base_model"],
                 checkpoint=choices["checkpoint"],
                 values=values,
                 name=data.get("name", "").strip()[:120],
@@ -63,21 +63,20 @@ def run_new(request):
             methods=list(METHODS),
             **choices,
             fields=fields,
-            base_model=data.get("base_model", ""),
             name=data.get("name", ""),
             error=error,
-            yaml=_preview(method, values, data.get("base_model", ""), choices),
+            yaml=_preview(method, values, choices),
         ),
     )
 
 
-def _preview(method, values, base_model, choices) -> str:
+def _preview(method, values, choices) -> str:
     checkpoint = choices["checkpoint"]
     try:
         return services.preview(
             method=method,
             values=values,
-            base_model=checkpoint.path if checkpoint else base_model,
+            base_model=checkpoint.path if checkpoint else choices["base_model"],
             dataset=choices["dataset"],
         )
     except ApplicationError as exc:
@@ -89,9 +88,36 @@ def run_preview(request):
     """The YAML preview, refreshed by htmx as the form changes."""
     data, method, choices, _, values = _form_state(request)
     return HttpResponse(
-        _preview(method, values, data.get("base_model", ""), choices),
+        _preview(method, values, choices),
         content_type="text/plain; charset=utf-8",
     )
+
+
+@requires(Need.OPERATE)
+@require_POST
+def tiny_model_create(request):
+    """Launch a job that builds a tiny starter model. From the training form (htmx) the answer is
+    the part that follows the job and then puts the new model in the base-model picker; without
+    htmx, the job's page."""
+    job = error = None
+    try:
+        job = services.tiny_model_launch(name=request.POST.get("tiny_name", ""), user=request.user)
+    except ApplicationError as exc:
+        error = exc.message
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+            return redirect("training:new")
+        return redirect("jobs:detail", pk=job.pk)
+    return render(request, "training/new.html#tiny_result", {"tiny_job": job, "tiny_error": error})
+
+
+@requires(Need.OPERATE)
+def tiny_model_result(request, job: int):
+    """The tiny-model job as the form shows it: still running (the part polls again), the model
+    made (picked in the base-model list, swapped in out of band) or the error."""
+    context = selectors.tiny_model_result(job_id=job)
+    return render(request, "training/new.html#tiny_result", context)
 
 
 @requires(Need.READ)

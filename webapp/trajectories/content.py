@@ -15,17 +15,24 @@ def content_hash(trajectory: TrajectorySpec) -> str:
     that trajectories without steps (a model that answered directly) stay distinct."""
     sequence = [[s.tool, s.params, s.observation] for s in trajectory.steps]
     payload = [trajectory.task.prompt, sequence, trajectory.outcome.model_dump(mode="json")]
-    return hashlib.sha256(
-        json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str).encode()
-    ).hexdigest()
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def without_nul(value: Any) -> Any:
-    """``value`` with NUL characters replaced by U+FFFD, in strings, keys and nested JSON: PostgreSQL
-    text and JSON cannot hold NUL, and a model's or a tool's output may contain it (a sampling
-    model emits any token). Nothing else changes."""
+    """``value`` with NUL characters and lone surrogates (``"\\ud800"`` in JSON, not UTF-8)
+    replaced by U+FFFD, in strings, keys and nested JSON: PostgreSQL text and JSON cannot hold
+    them, and a model's or a tool's output may contain them (a sampling model emits any token).
+    Nothing else changes."""
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+        if "\x00" in value:
+            value = value.replace("\x00", "\ufffd")
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                value = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return value
     if isinstance(value, dict):
         return {without_nul(k): without_nul(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

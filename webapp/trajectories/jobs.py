@@ -1,11 +1,12 @@
 """The trajectories app's job kind: importing large uploads on a worker, with progress.
 
 The upload form stages the files (``services.uploads_stage``) and enqueues a
-``trajectories.import`` job (``services.trajectories_import_enqueue``). The worker parses every
-file first (progress per file; any failure fails the job and writes nothing), then stores them in
-one transaction. The job is resumable: a re-run after a crash parses again, and the content
-hashes make a second store of what the first one committed a no-op (its trajectories are
-reported as duplicates).
+``trajectories.import`` job (``services.trajectories_import_enqueue``). The worker reads every
+file first (progress per file), then stores every file that reads in one transaction; each
+refused file is a row of the result's table with its error (the job fails only when no file was
+stored because of refusals, or, all-or-nothing, when any file was refused). The job is resumable:
+a re-run after a crash reads again, and the content hashes make a second store of what the first
+one committed a no-op (its trajectories are reported as duplicates).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def register() -> None:
             queue=Queue.DEFAULT,
             resumable=True,
             detail_template="trajectories/partials/import_job_detail.html",
-            description="Parse uploaded agent logs and store their trajectories, all or nothing.",
+            description="Read uploaded agent logs and store every file that reads; report the others.",
         )
     )
 
@@ -57,9 +58,14 @@ def import_run(*, ctx: JobContext) -> None:
             format=ctx.params.get("format") or None,
             user=user_get_or_none(id=ctx.user_id),
             on_parsed=on_parsed,
+            all_or_nothing=bool(ctx.params.get("all_or_nothing")),
         )
+    except services.ImportRefused as exc:
+        ctx.set_result(created=0, steps=0, duplicate_count=0, files=exc.extra.get("files", []))
+        shutil.rmtree(folder, ignore_errors=True)  # a refused upload: nothing to resume
+        raise
     except ApplicationError:
-        shutil.rmtree(folder, ignore_errors=True)  # a broken upload: nothing to resume
+        shutil.rmtree(folder, ignore_errors=True)
         raise
     ctx.set_result(
         created=len(summary.created),
@@ -68,12 +74,19 @@ def import_run(*, ctx: JobContext) -> None:
         steps=summary.steps,
         duplicates=summary.duplicates[:200],
         duplicate_count=len(summary.duplicates),
+        refused_count=len(summary.refused),
         files=summary.files,
     )
+    shutil.rmtree(folder, ignore_errors=True)
+    if summary.refused and len(summary.refused) == len(summary.files):
+        raise ApplicationError(
+            f"No file could be imported: all {len(summary.files)} file(s) were refused (the "
+            "table says why). Fix the files and upload them again."
+        )
+    refused = f"; {len(summary.refused)} file(s) refused" if summary.refused else ""
     ctx.progress(
         1.0,
         f"Imported {len(summary.created)} trajectories ({summary.steps} steps); "
-        f"{len(summary.duplicates)} duplicate(s) skipped.",
+        f"{len(summary.duplicates)} duplicate(s) skipped{refused}.",
         force=True,
     )
-    shutil.rmtree(folder, ignore_errors=True)

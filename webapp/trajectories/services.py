@@ -3,9 +3,14 @@
 * upload: files from the import form are staged on disk (``uploads_stage``) and imported at once
   (``trajectories_import_uploads``) or by a worker (``trajectories_import_enqueue``; the runner is
   in ``jobs.py``).
+* import files (``trajectories_import_files``): every file that reads is stored and every file
+  that does not is reported, each file all or nothing (a zip: each member); the result has one
+  row per file (format, trajectories, steps, duplicates, error). ``all_or_nothing=True`` stores
+  nothing when any file is refused. Reading is bounded by the ``STEPLAB_IMPORT_MAX_*`` settings.
 * import: canonical trajectories from ``trainer_core.recording.importers``; a content hash over the
   ordered (tool, params, observation) sequence is unique among imports, so re-importing writes
-  nothing and reports the duplicates. All or nothing. Steps go in with COPY on PostgreSQL.
+  nothing and reports the duplicates. All or nothing. Steps go in with COPY on PostgreSQL. A
+  trajectory whose run errored (``metadata["error"]``) is stored as failed.
 * streaming (rollouts): ``trajectory_begin`` under an idempotency key (run, task, episode, seed),
   ``trajectory_append_step`` as steps happen (an index that exists is a no-op),
   ``trajectory_finish`` with the outcome.
@@ -24,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from trainer_core.recording.importers import ImportFailure, ImportResult, import_path
+from trainer_core.recording.importers import ImportFailure, ImportLimits, ImportResult, read_path
 from trainer_core.recording.schema import Outcome as OutcomeSpec
 from trainer_core.recording.schema import Step as StepSpec
 from trainer_core.recording.schema import Trajectory as TrajectorySpec
@@ -167,22 +172,62 @@ def _insert_steps(rows: list[Step]) -> None:
 class ImportSummary:
     created: list[int] = field(default_factory=list)
     duplicates: list[dict[str, Any]] = field(default_factory=list)  # {file, index, existing_id}
-    files: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # {file, format, version, trajectories}
+    # one row per file: file, format, version, trajectories, steps, duplicates, created, error
+    files: list[dict[str, Any]] = field(default_factory=list)
+    stored_steps: int = 0
 
     @property
     def steps(self) -> int:
-        return sum(f.get("steps", 0) for f in self.files)
+        """How many steps the stored trajectories hold together."""
+        return self.stored_steps
+
+    @property
+    def refused(self) -> list[dict[str, Any]]:
+        """The rows of the files that were refused (each with its error)."""
+        return [f for f in self.files if f.get("error")]
+
+    def add(self, other: ImportSummary) -> None:
+        self.created += other.created
+        self.duplicates += other.duplicates
+        self.files += other.files
+        self.stored_steps += other.stored_steps
+
+
+def _file_row(result: ImportResult) -> dict[str, Any]:
+    return {
+        "file": result.file,
+        "format": result.format,
+        "version": result.format_version,
+        "trajectories": len(result.trajectories),
+        "steps": result.steps,
+        "duplicates": 0,
+        "created": 0,
+        "error": "",
+    }
+
+
+def _refused_row(failure: ImportFailure) -> dict[str, Any]:
+    return {
+        "file": failure.file,
+        "format": "",
+        "version": "",
+        "trajectories": 0,
+        "steps": 0,
+        "duplicates": 0,
+        "created": 0,
+        "error": str(failure),
+    }
 
 
 def trajectories_import(
     *, results: list[ImportResult], raw: dict[str, bytes] | None = None, user=None
 ) -> ImportSummary:
     """Store imported trajectories, all or nothing. Duplicates (same content hash as an imported
-    trajectory, or twice in this batch) are reported and skipped."""
+    trajectory, or twice in this batch) are reported and skipped. A file's raw bytes are kept
+    (compressed) from ``raw[file]`` or the result's own ``data``."""
     summary = ImportSummary()
     raw = raw or {}
+    rows = {id(result): _file_row(result) for result in results}
     with transaction.atomic():
         hashes: dict[str, tuple[str, int]] = {}
         planned: list[tuple[ImportResult, int, TrajectorySpec, str]] = []
@@ -198,6 +243,7 @@ def trajectories_import(
                             "same_as": f"{hashes[digest][0]} #{hashes[digest][1]}",
                         }
                     )
+                    rows[id(result)]["duplicates"] += 1
                     continue
                 hashes[digest] = (result.file, index)
                 planned.append((result, index, spec, digest))
@@ -206,57 +252,67 @@ def trajectories_import(
                 source=Trajectory.Source.IMPORT, content_hash__in=list(hashes)
             ).values_list("content_hash", "pk")
         )
-        source_files: dict[str, SourceFile] = {}
-        for result in results:
-            data = raw.get(result.file)
-            if data is None or result.file in source_files:
-                continue
-            sha = hashlib.sha256(data).hexdigest()
-            source_files[result.file], _ = SourceFile.objects.get_or_create(
-                sha256=sha,
-                defaults={
-                    "name": result.file[:500],
-                    "format": result.format,
-                    "format_version": result.format_version[:64],
-                    "size": len(data),
-                    "data": zlib.compress(data, 6),
-                    "imported_by": user if getattr(user, "is_authenticated", False) else None,
-                },
-            )
+        source_files = _source_files(results=results, raw=raw, user=user)
         to_create: list[tuple[Trajectory, TrajectorySpec]] = []
         for result, index, spec, digest in planned:
             if digest in existing:
                 summary.duplicates.append(
                     {"file": result.file, "index": index, "existing_id": existing[digest]}
                 )
+                rows[id(result)]["duplicates"] += 1
                 continue
-            row = Trajectory(
-                source=Trajectory.Source.IMPORT,
-                status=Trajectory.Status.FINISHED,
-                content_hash=digest,
-                source_file=source_files.get(result.file),
-                finished_at=timezone.now(),
-                **without_nul(_summary(spec)),
-            )
-            to_create.append((row, spec))
+            rows[id(result)]["created"] += 1
+            source_file = source_files.get(id(result))
+            to_create.append((_trajectory_row(spec, digest, source_file), spec))
         created_rows = Trajectory.objects.bulk_create([row for row, _ in to_create], batch_size=500)
         steps: list[Step] = []
         for row, (_, spec) in zip(created_rows, to_create, strict=True):
             steps.extend(_step_row(row.pk, s) for s in spec.steps)
         _insert_steps(steps)
         summary.created = [row.pk for row in created_rows]
+        summary.stored_steps = len(steps)
         trajectories_index_for_search(ids=summary.created)
-        for result in results:
-            summary.files.append(
-                {
-                    "file": result.file,
-                    "format": result.format,
-                    "version": result.format_version,
-                    "trajectories": len(result.trajectories),
-                    "steps": sum(len(t.steps) for t in result.trajectories),
-                }
-            )
+    summary.files = [rows[id(result)] for result in results]
     return summary
+
+
+def _trajectory_row(
+    spec: TrajectorySpec, digest: str, source_file: SourceFile | None
+) -> Trajectory:
+    failed = bool(spec.metadata.get("error"))  # the run errored (the importer says so)
+    return Trajectory(
+        source=Trajectory.Source.IMPORT,
+        status=Trajectory.Status.FAILED if failed else Trajectory.Status.FINISHED,
+        content_hash=digest,
+        source_file=source_file,
+        finished_at=timezone.now(),
+        **without_nul(_summary(spec)),
+    )
+
+
+def _source_files(
+    *, results: list[ImportResult], raw: dict[str, bytes], user
+) -> dict[int, SourceFile]:
+    """The SourceFile row of each result's file by ``id(result)`` (one row per distinct
+    content), created as needed."""
+    source_files: dict[int, SourceFile] = {}
+    for result in results:
+        data = raw.get(result.file) or result.data
+        if not data:
+            continue
+        sha = hashlib.sha256(data).hexdigest()
+        source_files[id(result)], _ = SourceFile.objects.get_or_create(
+            sha256=sha,
+            defaults={
+                "name": result.file[:500],
+                "format": result.format,
+                "format_version": result.format_version[:64],
+                "size": len(data),
+                "data": zlib.compress(data, 6),
+                "imported_by": user if getattr(user, "is_authenticated", False) else None,
+            },
+        )
+    return source_files
 
 
 # --- streaming (rollouts) -------------------------------------------------------------------
@@ -363,29 +419,97 @@ def trajectory_finish(
     return trajectory
 
 
+def import_limits() -> ImportLimits:
+    """The import limits the settings give (``STEPLAB_IMPORT_MAX_*``)."""
+    return ImportLimits(
+        max_file_bytes=settings.STEPLAB_IMPORT_MAX_FILE_BYTES,
+        max_member_bytes=settings.STEPLAB_IMPORT_MAX_MEMBER_BYTES,
+        max_archive_bytes=settings.STEPLAB_IMPORT_MAX_ARCHIVE_BYTES,
+        max_members=settings.STEPLAB_IMPORT_MAX_MEMBERS,
+        max_depth=settings.STEPLAB_IMPORT_MAX_DEPTH,
+    )
+
+
+class ImportRefused(ApplicationError):
+    """An all-or-nothing import with a refused file: nothing was stored. ``extra["files"]`` is
+    the per-file table (each refused file with its error)."""
+
+
 def trajectories_import_files(
-    *, paths: list[str], format: str | None = None, user=None, on_parsed=None
+    *,
+    paths: list[str],
+    format: str | None = None,
+    user=None,
+    on_parsed=None,
+    all_or_nothing: bool = False,
 ) -> ImportSummary:
-    """Read and parse every file first (any failure: nothing is written), then store them.
-    ``on_parsed(done, total, results_so_far)`` is called after each file (the import job reports
-    progress with it)."""
+    """Read every file (a zip: every member) first, then store every file that reads; each file
+    is all or nothing, and a refused file is a row of the result with its error. With
+    ``all_or_nothing`` one refused file stores nothing (ImportRefused, with the table).
+    ``on_parsed(done, total, results_so_far)`` is called after each path (the import job
+    reports progress with it)."""
+    limits = import_limits()
     results: list[ImportResult] = []
-    raw: dict[str, bytes] = {}
+    outcomes: list[ImportResult | ImportFailure] = []
     for number, path in enumerate(paths, start=1):
         if on_parsed is not None and number > 1:
             on_parsed(number - 1, len(paths), results)
-        try:
-            file_results = import_path(path, format=format)
-        except ImportFailure as exc:
-            raise ApplicationError(str(exc)) from None
-        data = Path(path).read_bytes()
-        for item in file_results:
-            raw[item.file] = data if item.file == Path(path).name else b""
-        results.extend(file_results)
+        for outcome in read_path(path, format=format, limits=limits):
+            outcomes.append(outcome)
+            if isinstance(outcome, ImportResult):
+                results.append(outcome)
     if on_parsed is not None:
         on_parsed(len(paths), len(paths), results)
-    raw = {name: data for name, data in raw.items() if data}
-    return trajectories_import(results=results, raw=raw, user=user)
+    refused = [o for o in outcomes if isinstance(o, ImportFailure)]
+    if refused and all_or_nothing:
+        _refuse_all(outcomes, refused)
+    summary = _store_each_file(results=results, user=user, all_or_nothing=all_or_nothing)
+    stored = iter(summary.files)  # one row per result, in order
+    summary.files = [
+        _refused_row(o) if isinstance(o, ImportFailure) else next(stored) for o in outcomes
+    ]
+    return summary
+
+
+def _refuse_all(outcomes: list[ImportResult | ImportFailure], refused: list[ImportFailure]) -> None:
+    files = [_refused_row(o) if isinstance(o, ImportFailure) else _file_row(o) for o in outcomes]
+    lines = "\n".join(str(failure) for failure in refused)
+    raise ImportRefused(
+        f"Nothing was imported (all or nothing): {len(refused)} of {len(outcomes)} file(s) "
+        f"refused.\n{lines}\nFix or leave out the refused files, or import without "
+        "all-or-nothing to store the files that read.",
+        extra={"files": files},
+    )
+
+
+def _store_each_file(*, results: list[ImportResult], user, all_or_nothing: bool) -> ImportSummary:
+    """Store the results in one transaction; when the database refuses it (a value no check
+    foresaw), store file by file so that only the file it refuses is left out (reported)."""
+    try:
+        return trajectories_import(results=results, user=user)
+    except (DatabaseError, ValueError) as exc:
+        if all_or_nothing or len(results) <= 1:
+            where = f"{results[0].file}: " if results else ""
+            raise ApplicationError(
+                f"{where}the database refused the import ({_first_line(exc)}); nothing was "
+                "stored. Check the file's values, or report the file."
+            ) from None
+    summary = ImportSummary()
+    for result in results:
+        try:
+            summary.add(trajectories_import(results=[result], user=user))
+        except (DatabaseError, ValueError) as exc:
+            row = _file_row(result)
+            row["error"] = (
+                f"{result.file}: the database refused it ({_first_line(exc)}); nothing from "
+                "this file was stored"
+            )
+            summary.files.append(row)
+    return summary
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def trajectories_tag(*, ids: list[int], tag: str) -> int:
@@ -436,23 +560,35 @@ def uploads_need_job(*, uploads, background: bool) -> bool:
     return background or size > settings.STEPLAB_IMPORT_INLINE_MAX_BYTES
 
 
-def trajectories_import_enqueue(*, uploads, format: str | None, user) -> Job:
+def trajectories_import_enqueue(
+    *, uploads, format: str | None, user, all_or_nothing: bool = False
+) -> Job:
     """Stage the uploads and enqueue the import job that stores them."""
     folder = uploads_stage(uploads=uploads)
     names = [Path(p).name for p in staged_paths(folder=folder)]
     return job_enqueue(
         kind=Kinds.IMPORT_TRAJECTORIES,
-        params={"folder": folder.name, "files": names, "format": format or ""},
+        params={
+            "folder": folder.name,
+            "files": names,
+            "format": format or "",
+            "all_or_nothing": all_or_nothing,
+        },
         user=user,
         message=f"Waiting for a worker to import {len(names)} file(s).",
     )
 
 
-def trajectories_import_uploads(*, uploads, format: str | None, user) -> ImportSummary:
+def trajectories_import_uploads(
+    *, uploads, format: str | None, user, all_or_nothing: bool = False
+) -> ImportSummary:
     """Import uploaded files now (small uploads): staged in a temporary folder that is removed
-    afterwards, all or nothing."""
+    afterwards; each file all or nothing (the whole upload with ``all_or_nothing``)."""
     with tempfile.TemporaryDirectory(prefix="steplab-upload-") as folder:
         staged = uploads_stage(uploads=uploads, folder=Path(folder))
         return trajectories_import_files(
-            paths=staged_paths(folder=staged), format=format, user=user
+            paths=staged_paths(folder=staged),
+            format=format,
+            user=user,
+            all_or_nothing=all_or_nothing,
         )

@@ -104,32 +104,36 @@ def trajectory_raw(request, pk: int):
 
 @requires(Need.OPERATE)
 def trajectory_import(request):
+    """Upload agent logs: small uploads import now and the page shows the per-file result
+    table; large ones (or on request) import as a job."""
     form = ImportForm(request.POST or None, request.FILES or None)
+    context = {"active_area": "trajectories", "form": form}
     if request.method == "POST" and form.is_valid():
         uploads = form.cleaned_data["files"]
-        fmt = form.cleaned_data["format"] or None
+        options = {
+            "format": form.cleaned_data["format"] or None,
+            "all_or_nothing": form.cleaned_data["all_or_nothing"],
+        }
         if services.uploads_need_job(uploads=uploads, background=form.cleaned_data["background"]):
             job = services.trajectories_import_enqueue(
-                uploads=uploads, format=fmt, user=request.user
+                uploads=uploads, user=request.user, **options
             )
             messages.info(request, f"Importing {len(uploads)} file(s) in job {job.pk}.")
             return redirect("jobs:detail", pk=job.pk)
         try:
             summary = services.trajectories_import_uploads(
-                uploads=uploads, format=fmt, user=request.user
+                uploads=uploads, user=request.user, **options
             )
         except ApplicationError as exc:
-            form.add_error(None, exc.message)
+            files = exc.extra.get("files")
+            form.add_error(None, exc.message.splitlines()[0] if files else exc.message)
+            context["refused_files"] = files
         else:
-            messages.success(
-                request,
-                f"Imported {len(summary.created)} trajectories ({summary.steps} steps); "
-                f"{len(summary.duplicates)} duplicate(s) skipped.",
-            )
-            return redirect("trajectories:list")
-    return render(
-        request, "trajectories/import.html", {"active_area": "trajectories", "form": form}
-    )
+            context["summary"] = summary
+            if summary.created:
+                context.update(first_id=min(summary.created), last_id=max(summary.created))
+            context["form"] = ImportForm()
+    return render(request, "trajectories/import.html", context)
 
 
 @requires(Need.OPERATE)

@@ -57,22 +57,25 @@ def test_every_shared_log_imports_once_and_a_reimport_writes_nothing():
     assert (Trajectory.objects.count(), Step.objects.count()) == before
 
 
-def test_a_bad_file_among_good_ones_imports_nothing(tmp_path):
+def test_a_bad_file_among_good_ones_all_or_nothing_imports_nothing(tmp_path):
     good = FIXTURES / "openai_chat_conversation.json"
     broken = tmp_path / "broken.json"
     broken.write_text('[{"role": "user", "content": "hi"}, {"role": "assis')
     with pytest.raises(ApplicationError, match="broken.json"):
-        services.trajectories_import_files(paths=[str(good), str(broken)])
+        services.trajectories_import_files(paths=[str(good), str(broken)], all_or_nothing=True)
     assert not Trajectory.objects.exists()
+    summary = services.trajectories_import_files(paths=[str(good), str(broken)])
+    assert [bool(row["error"]) for row in summary.files] == [False, True]
+    assert Trajectory.objects.count() == 1
 
 
-def test_a_zip_with_one_bad_member_imports_nothing(tmp_path):
+def test_a_zip_with_one_bad_member_all_or_nothing_imports_nothing(tmp_path):
     archive = tmp_path / "logs.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.write(FIXTURES / "openai_chat_conversation.json", "good.json")
         zf.writestr("bad.json", "{ not json")
     with pytest.raises(ApplicationError, match="logs.zip:bad.json"):
-        services.trajectories_import_files(paths=[str(archive)])
+        services.trajectories_import_files(paths=[str(archive)], all_or_nothing=True)
     assert not Trajectory.objects.exists()
 
 

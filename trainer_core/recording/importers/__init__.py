@@ -5,7 +5,8 @@
 
 One module per format registers one Importer; ``format_names()`` lists them in detection order
 (more specific formats first). Many files at once: ``import_files`` / ``convert_files`` (all or
-nothing) and ``validate_files`` (a report per file).
+nothing) and ``validate_files`` (a report per file). ``read_path`` reads one path into one outcome
+per file (a result or the failure that refused it), bounded by ``ImportLimits``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from trainer_core.recording.importers.base import (
     import_path,
     import_source,
     importers,
+    read_path,
     register_importer,
 )
 from trainer_core.recording.importers.files import (
@@ -27,10 +29,12 @@ from trainer_core.recording.importers.files import (
     import_files,
     validate_files,
 )
+from trainer_core.recording.importers.limits import ImportLimits
 
 __all__ = [
     "FileReport",
     "ImportFailure",
+    "ImportLimits",
     "ImportResult",
     "RecordError",
     "Source",
@@ -40,6 +44,7 @@ __all__ = [
     "import_path",
     "import_source",
     "importers",
+    "read_path",
     "register_importer",
     "validate_files",
 ]

@@ -9,7 +9,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer_core.recording.importers.base import ImportFailure, ImportResult, import_path
+from trainer_core.recording.importers.base import (
+    ImportFailure,
+    ImportResult,
+    import_path,
+    read_path,
+)
+from trainer_core.recording.importers.limits import ImportLimits
 
 __all__ = ["FileReport", "convert_files", "import_files", "validate_files"]
 
@@ -21,13 +27,14 @@ def import_files(
     *,
     format: str | None = None,
     on_result: Callable[[ImportResult], None] | None = None,
+    limits: ImportLimits | None = None,
 ) -> list[ImportResult]:
     """Import every file (a zip archive gives one result per member), in order. All or
     nothing: the first file that fails raises its :class:`ImportFailure`. ``on_result(result)``
     is called as each result is read."""
     results: list[ImportResult] = []
     for path in paths:
-        for result in import_path(path, format=format):
+        for result in import_path(path, format=format, limits=limits):
             results.append(result)
             if on_result is not None:
                 on_result(result)
@@ -40,10 +47,11 @@ def convert_files(
     *,
     format: str | None = None,
     on_result: Callable[[ImportResult], None] | None = None,
+    limits: ImportLimits | None = None,
 ) -> list[ImportResult]:
     """Import every file (as :func:`import_files`) and write all their trajectories to
     ``output`` as canonical JSONL. When any file fails nothing is written."""
-    results = import_files(paths, format=format, on_result=on_result)
+    results = import_files(paths, format=format, on_result=on_result, limits=limits)
     lines = [t.to_json() for result in results for t in result.trajectories]
     Path(output).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return results
@@ -51,16 +59,22 @@ def convert_files(
 
 @dataclass
 class FileReport:
-    """What validating one file found: its import results (one per zip member), or the error
-    that stopped it (the :class:`ImportFailure` message, naming the file, record and field)."""
+    """What validating one path found: its import results (a zip archive: one per member that
+    reads) and the failures (one per file or member refused, each naming the file, the record
+    and the field)."""
 
     path: str
     results: list[ImportResult] = field(default_factory=list)
-    error: str | None = None
+    failures: list[ImportFailure] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.error is None
+        return not self.failures
+
+    @property
+    def error(self) -> str | None:
+        """Every failure's message, one per line; None when the path read completely."""
+        return "\n".join(str(f) for f in self.failures) or None
 
     @property
     def trajectories(self) -> int:
@@ -71,13 +85,18 @@ class FileReport:
         return sum(result.steps for result in self.results)
 
 
-def validate_files(paths: Iterable[StrPath], *, format: str | None = None) -> list[FileReport]:
-    """Try to import every file and report each one, in order: a failing file does not stop
-    the others (``report.ok`` is False and ``report.error`` says why)."""
+def validate_files(
+    paths: Iterable[StrPath], *, format: str | None = None, limits: ImportLimits | None = None
+) -> list[FileReport]:
+    """Try to import every file and report each one, in order: a failing file (or zip member)
+    does not stop the others (``report.ok`` is False and ``report.error`` says why)."""
     reports = []
     for path in paths:
-        try:
-            reports.append(FileReport(str(path), import_path(path, format=format)))
-        except ImportFailure as exc:
-            reports.append(FileReport(str(path), error=str(exc)))
+        report = FileReport(str(path))
+        for outcome in read_path(path, format=format, limits=limits):
+            if isinstance(outcome, ImportFailure):
+                report.failures.append(outcome)
+            else:
+                report.results.append(outcome)
+        reports.append(report)
     return reports

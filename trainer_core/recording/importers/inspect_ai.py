@@ -294,6 +294,7 @@ def _sample_trajectory(log: dict[str, Any], sample: Any, record: Any) -> Traject
         "task_file": ev.get("task_file"),
         "output_model": output.get("model"),
         "sample_metadata": sample.get("metadata") or {},
+        "error": outcome.metadata.get("error"),  # the sample errored: a failed trajectory
     }
     dataset = ev.get("dataset") if isinstance(ev.get("dataset"), dict) else {}
     task_name = ev.get("task") if isinstance(ev.get("task"), str) else ""

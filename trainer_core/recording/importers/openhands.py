@@ -1,5 +1,6 @@
 """OpenHands logs: an event array (actions and observations, observations linked to actions by
-``cause``) or an evaluation ``output.jsonl`` (one run per line, events under ``history``)."""
+``cause``), the same events one per line (JSONL), or an evaluation ``output.jsonl`` (one run per
+line, events under ``history``)."""
 
 from __future__ import annotations
 
@@ -74,10 +75,19 @@ def _events_like(history: Any) -> bool:
 
 
 def _is_eval_row(row: Any) -> bool:
+    """A run of an evaluation output (its events under ``history``; every other key optional)."""
+    return isinstance(row, dict) and "history" in row
+
+
+def _is_event_stream(items: Any) -> bool:
+    """A list of events (a JSON array, or JSON lines one event each): mostly actions and
+    observations, no chat messages."""
     return (
-        isinstance(row, dict)
-        and "history" in row
-        and bool({"instance_id", "instruction", "test_result", "metrics", "instance"} & row.keys())
+        isinstance(items, list)
+        and bool(items)
+        and all(isinstance(x, dict) for x in items)
+        and sum(_is_event(x) for x in items) * 2 >= len(items)
+        and not any("role" in x for x in items)
     )
 
 
@@ -139,28 +149,30 @@ class OpenHandsImporter:
     def sniff(self, source: Source) -> bool:
         data = source.json
         if isinstance(data, list):
-            return (
-                bool(data)
-                and all(isinstance(x, dict) for x in data)
-                and sum(_is_event(x) for x in data) * 2 >= len(data)
-                and not any("role" in x for x in data)
-            )
+            return _is_event_stream(data)
         if isinstance(data, dict):
             return _is_eval_row(data) and _events_like(data.get("history"))
         rows = source.jsonl
         if not rows or not all(isinstance(r, dict) for r in rows):
             return False
+        if _is_event_stream(rows):
+            return True
         return all(_is_eval_row(r) for r in rows) and any(
             _events_like(r.get("history")) for r in rows
         )
 
     def parse(self, source: Source) -> tuple[list[Trajectory], str]:
         data = source.json
+        if data is None and _is_event_stream(source.jsonl):
+            data = source.jsonl  # events one per line: the same as an event array
+            variant = "events.jsonl"
+        else:
+            variant = "events"
         if isinstance(data, list):
             events = self._flatten(data, record=0, field="(root)")
             trajectory = self._trajectory(events, record=0)
             trajectory.task.id = trajectory.task.id or source.name.rsplit(".", 1)[0]
-            return [trajectory], "events"
+            return [trajectory], variant
         rows = [data] if isinstance(data, dict) else source.jsonl
         if rows is None:
             raise RecordError(source._errors.get("jsonl") or "not JSON lines", record=None)
@@ -424,6 +436,7 @@ class OpenHandsImporter:
         error = row.get("error")
         if error:
             outcome.metadata["error"] = error
+            trajectory.metadata["error"] = str(error)  # the run ended in an error: failed
             if any(k in str(error).lower() for k in ("iteration", "budget", "limit")):
                 outcome.truncated = True
         if issue:

@@ -14,6 +14,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
+from trainer_core.recording.importers.limits import (
+    LimitError,
+    is_not_finite,
+    json_loads,
+    not_finite,
+)
 from trainer_core.recording.schema import Trajectory
 
 
@@ -51,9 +57,11 @@ def _records_with_broken_lines(text: str) -> list[Any]:
             out.append(None)
             continue
         try:
-            out.append(json.loads(line))
+            out.append(json_loads(line))
         except json.JSONDecodeError as exc:
             out.append(_Broken(f"invalid JSON at column {exc.colno}: {exc.msg}"))
+        except LimitError as exc:
+            out.append(_Broken(exc.message))
     return out
 
 
@@ -94,7 +102,9 @@ class SteplabImporter:
             except ValidationError as exc:
                 err = exc.errors()[0]
                 field = ".".join(str(p) for p in err["loc"])
-                raise RecordError(err["msg"], record=where, field=field or None) from None
+                value = err.get("input")
+                message = not_finite(value) if is_not_finite(value) else err["msg"]
+                raise RecordError(message, record=where, field=field or None) from None
             original = record.get("source_format")
             if isinstance(original, str) and original and original != self.name:
                 trajectory.metadata.setdefault("original_source_format", original)

@@ -239,9 +239,15 @@ class SweAgentImporter:
             return False
         markers = {"info", "history", "environment", "replay_config"}
         if "trajectory" in data:
-            return bool(markers & data.keys())
+            steps = data["trajectory"]
+            return bool(markers & data.keys()) or (
+                isinstance(steps, list)
+                and bool(steps)
+                and all(isinstance(s, dict) and "action" in s for s in steps)
+            )
+        # history only: chat messages (role and content are SWE-agent's required keys)
         history = data.get("history")
-        if isinstance(history, list) and history and ({"info", "environment"} & data.keys()):
+        if isinstance(history, list) and history:
             return all(isinstance(m, dict) and "role" in m for m in history)
         return False
 
@@ -277,6 +283,8 @@ class SweAgentImporter:
         stats = info.get("model_stats") or {}
         expect(stats, dict, record=0, field="info.model_stats")
         metadata: dict[str, Any] = {"variant": variant}
+        if outcome.metadata.get("error"):  # the run ended in an error: failed
+            metadata["error"] = outcome.metadata["error"]
         if "api_calls" in stats:
             metadata["api_calls"] = stats["api_calls"]
         if isinstance(data.get("environment"), str):

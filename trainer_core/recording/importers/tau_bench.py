@@ -4,7 +4,9 @@
 step (observation: the matching ``tool`` message). The agent's plain text replies to the user
 (tau-bench's ``respond`` action) are not steps: they are kept, with the user's turns, in
 ``metadata["dialogue"]`` (each with the index of the step it precedes), so step counts equal tool
-calls. Outcome: ``reward`` (success when it is 1); ``info`` is kept in the outcome metadata.
+calls. Outcome: ``reward`` (success when it is 1); ``info`` is kept in the outcome metadata. A run
+that raised (``info.error``, with its traceback) has its error in ``metadata["error"]``: the store
+keeps it as a failed trajectory.
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ class TauBenchImporter:
             meta.update(walk.metadata())
             if isinstance(info.get("user_cost"), (int, float)):
                 meta["user_cost_usd"] = info["user_cost"]
+            if info.get("error"):  # the run raised (tau-bench records reward 0 and no traj)
+                meta["error"] = str(info["error"])
             out.append(
                 Trajectory(
                     task=TaskRef(
