@@ -29,10 +29,7 @@ def skip_fails(nodeid: str, allowed: dict[str, str]) -> bool:
     return not any(nodeid.startswith(prefix) for prefix in allowed)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
+def _fail_the_skip(report) -> None:
     if not (in_ci() and report.skipped) or hasattr(report, "wasxfail"):
         return
     if skip_fails(report.nodeid, allowlist()):
@@ -42,3 +39,17 @@ def pytest_runtest_makereport(item, call):
             f"skipped under CI=true ({reason}). CI must run what it claims: install what the "
             "test needs in .ci/run, or list the test in tests/skip_allowlist.txt with why."
         )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test that skips (pytest.skip, a skip or skipif mark, importorskip in the test)."""
+    outcome = yield
+    _fail_the_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A whole module that skips while collected (importorskip or pytest.skip at its top)."""
+    outcome = yield
+    _fail_the_skip(outcome.get_result())

@@ -19,7 +19,8 @@ with the raw text and a ``user`` message with the error. Step ``i`` (by index) i
 ``fmt="knowlyr"`` (the records knowlyr-hub's ``export_sft`` writes and knowlyr-trainer reads)::
 
     {"instruction": task prompt,
-     "input": JSON text of {repo, base_commit, test_command} from trajectory.metadata, or "",
+     "input": JSON text of {repo, base_commit, test_command} from trajectory.metadata ("" each
+              where absent, as knowlyr-hub writes it),
      "response": "Step 1:\\nThought: ...\\nAction: calculator({\\"expression\\": \\"2+3\\"})"
                  "\\nObservation: 5\\n\\nStep 2: ...",
      "task_id", "reward", "metadata": {"agent_framework", "agent_model", "total_steps"},
@@ -128,10 +129,10 @@ def knowlyr_response(steps: list[StepView]) -> str:
 
 def _knowlyr_record(item: ExportItem, steps: list[StepView]) -> dict[str, Any]:
     trajectory = item.trajectory
-    context = {k: trajectory.metadata[k] for k in _KNOWLYR_INPUT_KEYS if trajectory.metadata.get(k)}
+    context = {k: trajectory.metadata.get(k) or "" for k in _KNOWLYR_INPUT_KEYS}
     return {
         "instruction": trajectory.task.prompt,
-        "input": json.dumps(context, ensure_ascii=False) if context else "",
+        "input": json.dumps(context, ensure_ascii=False),
         "response": knowlyr_response(steps),
         "metadata": {
             "agent_framework": trajectory.agent,

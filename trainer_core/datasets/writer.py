@@ -104,7 +104,7 @@ COLUMN_DOCS: dict[str, str] = {
     "rewards": "each trajectory's reward, aligned with `completions`",
     "labels": "per step: is the step good (its score or human label ≥ `threshold`)",
     "instruction": "knowlyr format: the task prompt",
-    "input": "knowlyr format: task context (repo, base_commit, test_command) as JSON, or empty",
+    "input": "knowlyr format: task context (repo, base_commit, test_command; empty when unknown) as JSON",
     "response": "knowlyr format: the steps as `Step N:` blocks (Thought, Action, Observation)",
     "metadata": "knowlyr format: agent framework, model and number of steps",
     "trajectory_id": "database id of the trajectory",

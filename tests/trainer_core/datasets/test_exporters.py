@@ -181,7 +181,14 @@ def test_sft_leaves_out_empty_trajectories_and_rejects_misaligned_input():
         list(sft_records([], fmt="alpaca"))
 
 
-def test_knowlyr_records_match_knowlyr_hub_export_sft():
+def test_knowlyr_records_match_knowlyr_hub_export_sft(tmp_path):
+    """knowlyr-hub's own ``DatasetExporter.export_sft`` (the package, not a copy), given the same
+    trajectory in the hub's form, writes the same instruction, input, response, task id, reward
+    and metadata as our knowlyr format. The hub takes each step's action as text already
+    rendered: it gets knowlyr's rendering of the calls, written out here (``tool(<params as
+    JSON>)``, the bare name without params, the raw output of a step that was not an action)."""
+    from trajectoryhub.exporter import DatasetExporter
+
     steps = [
         {**CALC, "index": 0, "observation": "2+3 = 5"},
         {
@@ -197,19 +204,31 @@ def test_knowlyr_records_match_knowlyr_hub_export_sft():
     traj = trajectory(steps=steps)
     traj.metadata["repo"] = "/src/calc"
     (row,) = sft_records([ExportItem(4, traj, reward=0.5)], fmt="knowlyr")
-    assert row["instruction"] == PROMPT
-    assert json.loads(row["input"]) == {"repo": "/src/calc"}
-    assert row["response"] == (
-        'Step 1:\nThought: Compute it.\nAction: calculator({"expression": "2+3"})\n'
-        "Observation: 2+3 = 5\n\n"
-        "Step 2:\nAction: the answer is 5\nObservation: Invalid output: no tool call.\n\n"
-        "Step 3:\nAction: finish"
-    )
-    assert row["metadata"] == {
+
+    hub_steps = [
+        {"thought": "Compute it.", "action": 'calculator({"expression": "2+3"})',
+         "observation": "2+3 = 5"},
+        {"thought": "", "action": "the answer is 5", "observation": "Invalid output: no tool call."},
+        {"thought": "", "action": "finish", "observation": ""},
+    ]  # fmt: skip
+    hub_trajectory = {
+        "task_id": "t1",
         "agent_framework": "steplab",
         "agent_model": "tiny",
+        "steps": hub_steps,
         "total_steps": 3,
+        "success": True,  # the hub exports successful trajectories only
+        "reward": 0.5,
+        "metadata": {"task_description": PROMPT, "repo": "/src/calc"},
     }
+    source, written = tmp_path / "trajectories.jsonl", tmp_path / "sft.jsonl"
+    source.write_text(json.dumps(hub_trajectory) + "\n")
+    result = DatasetExporter(str(source)).export_sft(str(written))
+    assert result.success and result.total_records == 1, result.error
+    (hub_row,) = [json.loads(line) for line in written.read_text().splitlines()]
+    assert set(hub_row) == {"instruction", "input", "response", "task_id", "reward", "metadata"}
+    assert {key: row[key] for key in hub_row} == hub_row
+    assert json.loads(row["input"]) == {"repo": "/src/calc", "base_commit": "", "test_command": ""}
     assert (row["trajectory_id"], row["step_ids"], row["reward"]) == (4, [0, 1, 2], 0.5)
     assert "messages" not in row
 

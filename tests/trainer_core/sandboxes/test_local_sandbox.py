@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import shutil
@@ -14,14 +15,21 @@ import warnings
 
 import pytest
 
-from tests.trainer_core.sandboxes import require_isolation
+from tests.trainer_core.sandboxes import require_containment, require_isolation
 from trainer_core.errors import SandboxError, SteplabError
 from trainer_core.sandboxes import local
 from trainer_core.sandboxes.base import SandboxLimits
 from trainer_core.sandboxes.local import LocalSandbox
 from trainer_core.sandboxes.local import host as local_host
+from trainer_core.sandboxes.local.host import probe_cgroups
 
 HAS_PYTHON_INSIDE = os.path.exists("/usr/bin/python3")
+
+# Each cgroup version probed once, when this module is collected. Every containment test runs
+# once per version that contains commands here (v1 on a hybrid machine, v2 on a pure v2 one);
+# "none" where neither does: then it fails under CI=true (and skips outside CI).
+PROBES = {version: probe_cgroups(version) for version in ("v1", "v2")}
+CGROUP_VERSIONS = [v for v, (_, parents, _) in PROBES.items() if len(parents) == 2] or ["none"]
 
 
 @pytest.fixture
@@ -43,9 +51,33 @@ def sb(tmp_path):
 def unisolated(monkeypatch):
     """Pretend bubblewrap is missing: the plain-subprocess fallback."""
     real = local.host_support()
-    fake = local.HostSupport(None, "disabled by the test", real.cgroup_parents, real.cgroup_detail)
+    fake = dataclasses.replace(real, bwrap=None, bwrap_detail="disabled by the test")
     monkeypatch.setattr(local_host, "_support", fake)
-    monkeypatch.setattr(local_host, "_warned_unisolated", False)
+    monkeypatch.setattr(local_host, "_warned", set())
+    return fake
+
+
+@pytest.fixture(params=CGROUP_VERSIONS)
+def contained(request, monkeypatch):
+    """This machine as probed, its sandboxes' cgroups made by one cgroup version."""
+    if request.param == "none":
+        require_containment()
+    driver, parents, detail = PROBES[request.param]
+    support = dataclasses.replace(
+        local.host_support(), cgroup_driver=driver, cgroup_parents=parents, cgroup_detail=detail
+    )
+    monkeypatch.setattr(local_host, "_support", support)
+    return support
+
+
+@pytest.fixture
+def uncontained(monkeypatch):
+    """Pretend this machine has no usable cgroup."""
+    real = local.host_support()
+    fake = dataclasses.replace(real, cgroup_parents={}, cgroup_detail="none here (the test)")
+    monkeypatch.setattr(local_host, "_support", fake)
+    monkeypatch.setattr(local_host, "_warned", set())
+    monkeypatch.delenv(local_host.UNCONTAINED_SETTING, raising=False)
     return fake
 
 
@@ -354,10 +386,8 @@ def test_memory_hog_is_contained(tmp_path):
     assert "allocated" not in result.stdout
 
 
-def test_memory_limit_covers_the_whole_command_with_a_cgroup(tmp_path):
+def test_memory_limit_covers_the_whole_command_with_a_cgroup(contained, tmp_path):
     """Each process stays under the address-space rlimit; only the cgroup sees the total."""
-    if not local.host_support().cgroup_memory:
-        pytest.skip("no writable cgroup v1 memory controller here: rlimits only (per process)")
     if not HAS_PYTHON_INSIDE:
         pytest.skip("no /usr/bin/python3 on this machine")
     hog = "python3 -c 'import time; b = bytearray(60 * 1024 * 1024); time.sleep(1)'"
@@ -404,40 +434,87 @@ def test_interrupt_from_another_thread_stops_a_command(sb):
     assert sb.exec("echo still usable").stdout == "still usable\n"
 
 
-def test_cgroups_are_removed_after_each_command(sb):
-    parents = local.host_support().cgroup_parents
-    if not parents:
-        pytest.skip("no writable cgroup v1 memory/pids controller on this machine")
-
-    def groups():
-        return {
-            os.path.join(parent, name)
-            for parent in parents.values()
-            for name in os.listdir(parent)
-            if name.startswith("steplab-")
-        }
-
-    before = groups()
-    sb.exec("sleep 0.2 & echo x")
-    assert groups() - before == set()
+def _group_file(groups: list[str], parent: str, name: str) -> str:
+    """The file ``name`` of the group under ``parent`` (v1: a group per controller)."""
+    (group,) = [g for g in groups if os.path.dirname(g) == parent]
+    with open(os.path.join(group, name)) as fh:
+        return fh.read()
 
 
-def test_command_cgroups_follow_the_probe_and_are_released():
-    from trainer_core.sandboxes.local.limits import CommandCgroups
-
-    support = local.host_support()
-    cgroups = support.command_cgroups(SandboxLimits(memory_mb=64, pids=16))
-    assert isinstance(cgroups, CommandCgroups)
-    groups = {os.path.dirname(path) for path in cgroups.procs_files}
-    try:
-        assert {os.path.dirname(g) for g in groups} == set(support.cgroup_parents.values())
-        if support.cgroup_pids:
-            (name,) = {os.path.basename(g) for g in groups}  # one name, a group per controller
-            with open(os.path.join(support.cgroup_parents["pids"], name, "pids.max")) as fh:
-                assert fh.read().strip() == "16"
-    finally:
-        cgroups.release()
+def test_a_sandbox_has_one_cgroup_emptied_after_each_command_and_removed_at_close(
+    contained, tmp_path
+):
+    parents = contained.cgroup_parents
+    v2 = contained.cgroup_driver.version == "v2"
+    limits = SandboxLimits(memory_mb=64, pids=16)
+    with LocalSandbox(limits, workdir_parent=str(tmp_path)) as sandbox:
+        details = sandbox.info.details
+        groups = details["cgroup_groups"]
+        assert details["cgroup_version"] == contained.cgroup_driver.version
+        assert {os.path.dirname(g) for g in groups} == set(parents.values())
+        assert _group_file(groups, parents["pids"], "pids.max").strip() == "16"
+        memory_max = "memory.max" if v2 else "memory.limit_in_bytes"
+        assert int(_group_file(groups, parents["memory"], memory_max)) == 64 * 1024 * 1024
+        peak = "memory.peak" if v2 else "memory.max_usage_in_bytes"
+        for _ in range(2):  # the same groups for every command, empty after each
+            result = sandbox.exec("sleep 30 & echo started")
+            assert result.stdout == "started\n"
+            assert int(_group_file(groups, parents["memory"], peak)) > 0  # it ran in the group
+            assert sandbox.info.details["cgroup_groups"] == groups
+            for parent in set(parents.values()):
+                assert _group_file(groups, parent, "cgroup.procs").split() == []
     assert [g for g in groups if os.path.exists(g)] == []
+
+
+def test_without_containment_the_sandbox_refuses_to_run_commands(uncontained, tmp_path):
+    with pytest.raises(SandboxError) as caught:
+        LocalSandbox(workdir_parent=str(tmp_path)).start()
+    message = str(caught.value)
+    assert "will not run commands without containment" in message
+    assert "no usable memory or pids cgroup" in message and "none here (the test)" in message
+    assert "STEPLAB_SANDBOX_CGROUP_ROOT" in message and "STEPLAB_SANDBOX_UNCONTAINED=1" in message
+    assert os.listdir(tmp_path) == []  # no workspace was made
+
+
+def test_uncontained_commands_run_only_when_allowed_with_a_warning(
+    uncontained, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("STEPLAB_SANDBOX_UNCONTAINED", "1")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with LocalSandbox(workdir_parent=str(tmp_path)) as sandbox:
+            assert sandbox.exec("echo ran").stdout == "ran\n"
+            details = sandbox.info.details
+    assert any("WITHOUT cgroup containment" in str(w.message) for w in caught)
+    assert details["cgroup_groups"] == [] and details["cgroup_version"] is None
+    assert not details["cgroup_memory"] and not details["cgroup_pids"]
+    if os.geteuid() == 0:
+        assert details["fork_bomb_containment"].startswith("none")
+
+
+def test_cgroup_v2_root_setting_is_used_or_says_why_not(tmp_path, monkeypatch):
+    from trainer_core.sandboxes.local.cgroup_v2 import unified_mount
+
+    mount = unified_mount()
+    root = os.path.join(mount or "/sys/fs/cgroup", f"steplab-test-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv("STEPLAB_SANDBOX_CGROUP_ROOT", root)
+    driver, parents, detail = probe_cgroups()  # the setting puts v2 first
+    try:
+        if "v2" in CGROUP_VERSIONS:
+            assert driver.version == "v2" and parents == {"pids": root, "memory": root}
+            group = driver.create(parents, SandboxLimits(memory_mb=32, pids=8))
+            assert os.path.dirname(group.groups[0]) == root
+            group.remove()
+            assert not os.path.exists(group.groups[0])
+        elif mount is None:
+            assert "no cgroup2 file system is mounted" in detail
+        else:  # e.g. a hybrid machine: v1 holds the controllers, v2 has none to give
+            assert f"cgroup v2 at {mount}: not usable" in detail
+            assert "controller to give" in detail or "cannot" in detail
+            assert not os.path.exists(root)  # the probe made it and took it away again
+    finally:
+        if os.path.isdir(root):
+            os.rmdir(root)
 
 
 def test_info_describes_the_backend(sb):
@@ -525,11 +602,10 @@ def test_debian_python_works_inside(isolated, sb):
     assert result.stdout == "[42]\n", result.stderr
 
 
-def test_fork_bomb_is_contained(isolated, tmp_path):
+def test_fork_bomb_is_contained(isolated, contained, tmp_path):
     with LocalSandbox(SandboxLimits(pids=64), workdir_parent=str(tmp_path)) as sandbox:
         containment = sandbox.info.details["fork_bomb_containment"]
-        if containment.startswith("none"):
-            pytest.skip(f"not safe to run a fork bomb here: {containment}")
+        assert containment == f"pids cgroup {contained.cgroup_driver.version} (pids.max)"
         marker = f"bomb{uuid.uuid4().hex[:10]}"
         started = time.monotonic()
         # The first bomb keeps its foreground busy; the second is the classic one-liner.

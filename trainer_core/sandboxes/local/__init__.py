@@ -9,8 +9,10 @@ no capabilities. Limits:
   process group is SIGKILLed, which takes the sandbox's PID namespace down with it;
 * CPU seconds, address space, file size (and process count where the kernel enforces it) via
   ``setrlimit`` in the child before ``exec``, only ever lowering the inherited limits;
-* memory and process count additionally via a per-command cgroup v1 group (``memory`` and
-  ``pids`` controllers) when this machine lets us create one, removed after the command;
+* memory and process count additionally via the sandbox's cgroup (cgroup v1 ``memory`` and
+  ``pids`` groups, or one cgroup v2 group under a delegated base), made once when the sandbox
+  starts, joined by each command, emptied after each command and removed when it closes.
+  Without one the sandbox refuses to start, unless ``STEPLAB_SANDBOX_UNCONTAINED=1``;
 * stdout and stderr are each kept up to ``limits.output_bytes`` (the rest is read and
   dropped, so the child never blocks on a full pipe) with a marker saying how much was cut.
 
@@ -22,9 +24,10 @@ namespace, where uid 0 is still the host's root), so only the ``pids`` cgroup st
 there; ``info.details["fork_bomb_containment"]`` says what this machine has.
 
 The parts: :mod:`.command` (the bubblewrap command line), :mod:`.limits` (rlimits and the
-cgroup interface) with :mod:`.cgroup_v1`, :mod:`.host` (what this machine supports, probed
-once), :mod:`.process` (spawn, collect output, kill on timeout, reap), :mod:`.workspace`
-(host-side paths, repo seeding) and :mod:`.sandbox` (:class:`LocalSandbox`, composing them).
+cgroup interface) with :mod:`.cgroup_v1`, :mod:`.cgroup_v2` and :mod:`.cgroupfs`, :mod:`.host`
+(what this machine supports, probed once), :mod:`.process` (spawn, collect output, kill on
+timeout, reap), :mod:`.workspace` (host-side paths, repo seeding) and :mod:`.sandbox`
+(:class:`LocalSandbox`, composing them).
 """
 
 from trainer_core.sandboxes.local.host import HostSupport, host_support

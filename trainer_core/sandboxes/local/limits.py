@@ -5,10 +5,11 @@ Two mechanisms, both applied in the child between fork and exec (see
 
 * rlimits (:func:`rlimits_for`): CPU seconds, address space, file size and process count,
   only ever lowering the inherited limits (:func:`lower_rlimits`);
-* per-command cgroups, behind a small interface: a :class:`CgroupDriver` probes what this
-  machine lets us use and creates the :class:`CommandCgroups` of one command (joined by the
-  child, emptied and removed after the command). The cgroup v1 driver is in
-  :mod:`trainer_core.sandboxes.local.cgroup_v1`; a cgroup v2 driver goes beside it and is
+* cgroups, made once per sandbox, behind a small interface: a :class:`CgroupDriver` probes
+  what this machine lets us use and creates the :class:`SandboxCgroups` of one sandbox (joined
+  by the child of each command through its :class:`CommandCgroups`, emptied after each
+  command, removed when the sandbox closes). The drivers are
+  :mod:`trainer_core.sandboxes.local.cgroup_v1` and :mod:`trainer_core.sandboxes.local.cgroup_v2`,
   chosen in :mod:`trainer_core.sandboxes.local.host`.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import os
 import resource
+import threading
 from abc import ABC, abstractmethod
 
 from trainer_core.sandboxes.base import SandboxLimits
@@ -64,26 +66,91 @@ def _count_user_processes(uid: int) -> int:
 # --- cgroups: the interface a cgroup version implements ----------------------------------------
 
 
-class CommandCgroups(ABC):
-    """The cgroups one command runs in (possibly none: then every method does nothing)."""
+class SandboxCgroups(ABC):
+    """The cgroups of one sandbox: made when it starts (limited by its :class:`SandboxLimits`),
+    joined by each of its commands, emptied after each command and removed when it closes."""
+
+    version: str = ""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0  # commands running now
 
     @property
     @abstractmethod
+    def groups(self) -> list[str]:
+        """The group directories (empty where this machine has none)."""
+
+    @property
     def procs_files(self) -> list[str]:
-        """The files the child writes its pid to, between fork and exec, to join the groups."""
+        """The files a command's child writes its pid to, between fork and exec, to join."""
+        return [os.path.join(group, "cgroup.procs") for group in self.groups]
 
     @abstractmethod
-    def kill(self, *, skip: set[int] | None = None) -> None:
-        """SIGKILL every live process in the groups (``skip``: our own child, killed and
-        reaped by the caller)."""
+    def kill(self) -> None:
+        """SIGKILL every live process in the groups."""
 
     @abstractmethod
-    def release(self) -> None:
+    def remove(self) -> None:
         """Kill what is left in the groups and remove them (a warning if one stays)."""
+
+    def command(self) -> CommandCgroups:
+        """The groups as one command sees them (see :class:`CommandCgroups`)."""
+        return CommandCgroups(self)
+
+
+class NoCgroups(SandboxCgroups):
+    """A sandbox without cgroups (only where running uncontained was allowed)."""
+
+    @property
+    def groups(self) -> list[str]:
+        return []
+
+    def kill(self) -> None:
+        pass
+
+    def remove(self) -> None:
+        pass
+
+
+class CommandCgroups:
+    """One command's view of its sandbox's groups. It joins them; it kills everything in them
+    (on timeout, interrupt and after it ended, for what it left behind) only while it is the
+    sandbox's one running command, so a command never takes a concurrent one down with it (its
+    own process group and PID namespace still die with it)."""
+
+    def __init__(self, sandbox: SandboxCgroups) -> None:
+        self.sandbox = sandbox
+        self._released = False
+        with sandbox._lock:
+            sandbox._running += 1
+
+    @property
+    def procs_files(self) -> list[str]:
+        return self.sandbox.procs_files
+
+    def _alone(self) -> bool:
+        with self.sandbox._lock:
+            return self.sandbox._running <= 1
+
+    def kill(self) -> None:
+        """SIGKILL everything in the groups, if this is the sandbox's only running command."""
+        if self.sandbox.groups and self._alone():
+            self.sandbox.kill()
+
+    def release(self) -> None:
+        """The command is over: kill what it left in the groups (if it was the only one)."""
+        if self._released:
+            return
+        self._released = True
+        if self.sandbox.groups and self._alone():
+            self.sandbox.kill()
+        with self.sandbox._lock:
+            self.sandbox._running -= 1
 
 
 class CgroupDriver(ABC):
-    """One cgroup version: probes this machine once, then makes the groups of each command."""
+    """One cgroup version: probes this machine once, then makes the groups of each sandbox."""
 
     version: str
 
@@ -96,6 +163,6 @@ class CgroupDriver(ABC):
         found). Controllers are ``memory`` and ``pids``; missing ones are not usable."""
 
     @abstractmethod
-    def create(self, parents: dict[str, str], limits: SandboxLimits) -> CommandCgroups:
-        """The groups of one command under ``parents``, limited by ``limits``; a controller
-        whose group cannot be set up is left out (a warning; rlimits still apply)."""
+    def create(self, parents: dict[str, str], limits: SandboxLimits) -> SandboxCgroups:
+        """The groups of one sandbox under ``parents``, limited by ``limits``. OSError when a
+        group cannot be made or limited (nothing is left behind then)."""

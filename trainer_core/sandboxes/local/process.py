@@ -5,8 +5,9 @@ join its cgroups and lower its rlimits between fork and exec. :func:`collect` fe
 and reads its stdout and stderr under the wall-time deadline: each stream keeps up to the
 output cap and the rest is read and dropped, so the child never blocks on a full pipe. On
 timeout (or :func:`kill` from another thread) the whole process group is SIGKILLed, and
-everything in the command's cgroups; :func:`reap` does the same to what a finished command left
-behind before reaping it, then releases its cgroups. :func:`exit_code` says how it ended.
+everything in the sandbox's cgroups; :func:`reap` does the same to what a finished command left
+behind (see :class:`~trainer_core.sandboxes.local.limits.CommandCgroups`). :func:`exit_code`
+says how it ended.
 """
 
 from __future__ import annotations
@@ -85,13 +86,13 @@ def kill(run: Run) -> None:
         run.killed = True
         if not run.reaped:
             _killpg(run.proc.pid)  # the session/group it leads
-        run.cgroups.kill(skip={run.proc.pid})
+        run.cgroups.kill()
 
 
 def reap(run: Run) -> None:
     """Anything left over (background jobs) dies with the command: its process group,
     signalled before the command is reaped (so the group id cannot have been reused), then
-    whatever is still in its cgroups, which are removed."""
+    whatever is still in its sandbox's cgroups (unless another command of the sandbox runs)."""
     with run.lock:
         if not run.reaped:
             _killpg(run.proc.pid)

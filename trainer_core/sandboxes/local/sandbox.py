@@ -1,6 +1,7 @@
 """The :class:`LocalSandbox`: a throwaway workspace directory on this machine, each command run
-under bubblewrap with rlimits and cgroups. It composes the command line (:mod:`.command`), the
-limits (:mod:`.limits`, :mod:`.cgroup_v1`), process control (:mod:`.process`) and the host-side
+under bubblewrap with rlimits, in the sandbox's cgroup (made once when it starts, removed when
+it closes). It composes the command line (:mod:`.command`), the limits (:mod:`.limits`,
+:mod:`.cgroup_v1`, :mod:`.cgroup_v2`), process control (:mod:`.process`) and the host-side
 workspace (:mod:`.workspace`); snapshots are copies of the workspace next to it."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from trainer_core.sandboxes.base import ExecResult, SandboxInfo, SandboxLimits
 from trainer_core.sandboxes.local import process
 from trainer_core.sandboxes.local.command import command_line, shell
 from trainer_core.sandboxes.local.host import HostSupport, host_support, warn_unisolated
-from trainer_core.sandboxes.local.limits import rlimits_for
+from trainer_core.sandboxes.local.limits import NoCgroups, SandboxCgroups, rlimits_for
 from trainer_core.sandboxes.local.workspace import copy_repo, resolve_path, rmtree
 from trainer_core.sandboxes.shared import (
     SANDBOX_WORKDIR,
@@ -56,6 +57,7 @@ class LocalSandbox(WorkspaceSandbox):
         self._workspace: str | None = None
         self._finalizer: weakref.finalize | None = None
         self._support: HostSupport | None = None
+        self._cgroups: SandboxCgroups = NoCgroups()
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -65,8 +67,13 @@ class LocalSandbox(WorkspaceSandbox):
         self._support = support = host_support()
         if support.bwrap is None:
             warn_unisolated(support.bwrap_detail)
-        self._root = tempfile.mkdtemp(prefix="steplab-sandbox-", dir=self._workdir_parent)
-        self._finalizer = weakref.finalize(self, rmtree, self._root)
+        self._cgroups = cgroups = support.sandbox_cgroups(self.limits)  # SandboxError: none
+        try:
+            self._root = tempfile.mkdtemp(prefix="steplab-sandbox-", dir=self._workdir_parent)
+        except BaseException:
+            cgroups.remove()
+            raise
+        self._finalizer = weakref.finalize(self, _remove, self._root, cgroups)
         self._workspace = os.path.join(self._root, "work")
         os.mkdir(self._workspace)
         os.mkdir(os.path.join(self._root, "snapshots"))
@@ -86,7 +93,7 @@ class LocalSandbox(WorkspaceSandbox):
         self._closed = True
         self.interrupt()
         if self._finalizer is not None:
-            self._finalizer()  # removes the workspace and every snapshot
+            self._finalizer()  # removes the workspace, every snapshot and the cgroups
         self._snapshots.clear()
 
     def _is_started(self) -> bool:
@@ -110,10 +117,12 @@ class LocalSandbox(WorkspaceSandbox):
                 "bwrap": support.bwrap_detail,
                 "network": self.limits.network if isolated else "host network (not isolated)",
                 "cgroups": support.cgroup_detail,
-                "cgroup_memory": support.cgroup_memory,
-                "cgroup_pids": support.cgroup_pids,
+                "cgroup_version": self._cgroups.version or None,
+                "cgroup_groups": list(self._cgroups.groups),
+                "cgroup_memory": support.cgroup_memory and bool(self._cgroups.groups),
+                "cgroup_pids": support.cgroup_pids and bool(self._cgroups.groups),
                 "rlimits": ["cpu", "as", "fsize", "nproc"],
-                "fork_bomb_containment": _fork_bomb_containment(support),
+                "fork_bomb_containment": _fork_bomb_containment(self._cgroups),
                 "workspace": self._workspace,
                 "workdir_inside": SANDBOX_WORKDIR if isolated else self._workspace,
             },
@@ -130,7 +139,7 @@ class LocalSandbox(WorkspaceSandbox):
         wall = wall_seconds(self.limits, timeout)
         isolated = self._support.bwrap is not None
         full = command_line(self._support.bwrap, self._workspace, argv, network=self.limits.network)
-        cgroups = self._support.command_cgroups(self.limits)
+        cgroups = self._cgroups.command()
         started = time.monotonic()
         try:
             proc = process.spawn(
@@ -241,10 +250,15 @@ class LocalSandbox(WorkspaceSandbox):
             raise SandboxError(f"cannot restore snapshot {snapshot_id!r}: {exc}") from None
 
 
-def _fork_bomb_containment(support: HostSupport) -> str:
+def _remove(root: str, cgroups: SandboxCgroups) -> None:
+    cgroups.remove()
+    rmtree(root)
+
+
+def _fork_bomb_containment(cgroups: SandboxCgroups) -> str:
     """What stops a fork bomb here (the kernel never applies RLIMIT_NPROC to root)."""
-    if support.cgroup_pids:
-        return "pids cgroup (pids.max)"
+    if cgroups.groups:
+        return f"pids cgroup {cgroups.version} (pids.max)"
     if os.geteuid() != 0:
         return "RLIMIT_NPROC only"
     return (
