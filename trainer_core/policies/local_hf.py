@@ -36,7 +36,9 @@ wraps a model and tokenizer already in memory (the one being trained).
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +60,46 @@ WEIGHT_FILES: tuple[str, ...] = (
     "pytorch_model.bin.index.json",
 )
 TOKENIZER_FILES: tuple[str, ...] = ("tokenizer.json", "tokenizer_config.json")
+
+
+#: how many loaded models a process keeps for the next policy of the same directory
+LOADED_MODELS_KEPT = 2
+_LOADED: OrderedDict[tuple, tuple[Any, Any, Any]] = OrderedDict()
+_LOADED_LOCK = threading.Lock()
+
+
+def _load_key(path: Path, device: Any) -> tuple:
+    """What a loaded model depends on: the directory, the device and every file's size and
+    modification time (a checkpoint rewritten in place is loaded again)."""
+    files = []
+    for f in sorted(path.iterdir()):
+        if f.is_file():
+            st = f.stat()
+            files.append((f.name, st.st_size, st.st_mtime_ns))
+    return (str(path.resolve()), str(device), tuple(files))
+
+
+def _load_from_disk(path: Path, device: Any, torch: Any, transformers: Any) -> tuple:
+    """The tokenizer (with the chat format's tokens), the model in eval mode, the device."""
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as exc:
+        raise PolicyError(f"could not load the tokenizer in {str(path)!r}: {exc}") from None
+    chat_format.ensure_special_tokens(tokenizer, chat_template=False)
+    dtype = torch.float32 if device.type == "cpu" else "auto"
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, local_files_only=True
+        )
+    except Exception as exc:
+        raise PolicyError(f"could not load the model in {str(path)!r}: {exc}") from None
+    if model.get_input_embeddings().num_embeddings < len(tokenizer):
+        # A model that never saw the format's tokens: it runs, but was not trained on them.
+        model.resize_token_embeddings(len(tokenizer))
+    model.to(device)
+    model.eval()
+    _clean_generation_config(model)
+    return tokenizer, model, device
 
 
 @dataclass
@@ -239,31 +281,23 @@ class LocalHFPolicy:
     # --- loading -------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Load the tokenizer and model (done by the first call that needs them)."""
+        """Load the tokenizer and model (done by the first call that needs them). A process keeps
+        the last :data:`LOADED_MODELS_KEPT` models it loaded (keyed by directory, device and the
+        files' sizes and times), so the episodes of a collect run load their policy once."""
         if self._model is not None:
             return
         path = check_model_dir(self.model_dir)
         torch, transformers = _import_torch()
         device = self._resolve_device(torch)
-        try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
-        except Exception as exc:
-            raise PolicyError(f"could not load the tokenizer in {str(path)!r}: {exc}") from None
-        chat_format.ensure_special_tokens(tokenizer, chat_template=False)
-        dtype = torch.float32 if device.type == "cpu" else "auto"
-        try:
-            model = transformers.AutoModelForCausalLM.from_pretrained(
-                path, dtype=dtype, local_files_only=True
-            )
-        except Exception as exc:
-            raise PolicyError(f"could not load the model in {str(path)!r}: {exc}") from None
-        if model.get_input_embeddings().num_embeddings < len(tokenizer):
-            # A model that never saw the format's tokens: it runs, but was not trained on them.
-            model.resize_token_embeddings(len(tokenizer))
-        model.to(device)
-        model.eval()
-        _clean_generation_config(model)
-        self._tokenizer, self._model, self._device = tokenizer, model, device
+        key = _load_key(path, device)
+        with _LOADED_LOCK:
+            loaded = _LOADED.pop(key, None)
+            if loaded is None:
+                loaded = _load_from_disk(path, device, torch, transformers)
+            _LOADED[key] = loaded  # newest last
+            while len(_LOADED) > max(LOADED_MODELS_KEPT, 1):
+                _LOADED.popitem(last=False)
+        self._tokenizer, self._model, self._device = loaded
 
     def _resolve_device(self, torch: Any) -> Any:
         name = self.device_name

@@ -30,8 +30,15 @@ from trainer_core.evaluation.protocol import protocol_report
 from webapp.calibration.selectors import reference_truth, truth_auroc
 from webapp.common.errors import ApplicationError
 from webapp.evaluation import selectors
-from webapp.evaluation.demo import PRIMARY_SUITE, SEEDS, TEST_TASKS, demo_setup, demo_suite
-from webapp.evaluation.demo import _base_policy as base_policy
+from webapp.evaluation.demo import (
+    PRIMARY_SUITE,
+    SEEDS,
+    TEST_TASKS,
+    base_policy,
+    demo_setup,
+    demo_suite,
+    launch_sharing_references,
+)
 from webapp.evaluation.services import pipeline_launch
 from webapp.trajectories.selectors import collected_ids
 
@@ -97,22 +104,28 @@ def ablation_launch(
     spec = demo_suite(suite)
     train, evaluation, reward_model = demo_setup(suite=spec, split=split, eval_tasks=eval_tasks)
     name = name or f"ablation-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    runs = [(arm, seed) for arm in arms for seed in seeds]
+
+    def launch(n: int, _key: int):
+        arm, seed = runs[n]
+        config = yaml.safe_load(arm_config(suite, arm, seed))
+        _override(config, overrides or {})
+        config["baseline"] = n == len(runs) - 1  # one base model: evaluated once, last
+        return pipeline_launch(
+            name=f"{name}-{arm}-seed{seed}",
+            base_policy=base_policy(spec),
+            train_task_set=train,
+            eval_task_set=evaluation,
+            reward_model=reward_model,
+            config=yaml.safe_dump(config, sort_keys=False),
+            user=user,
+        )
+
+    # the reference trajectories are played once, by the first pipeline; the others reuse them
+    launched = launch_sharing_references(list(range(len(runs))), launch)
     out: dict[str, list] = {}
-    for arm in arms:
-        for seed in seeds:
-            config = yaml.safe_load(arm_config(suite, arm, seed))
-            _override(config, overrides or {})
-            out.setdefault(arm, []).append(
-                pipeline_launch(
-                    name=f"{name}-{arm}-seed{seed}",
-                    base_policy=base_policy(spec, seed),
-                    train_task_set=train,
-                    eval_task_set=evaluation,
-                    reward_model=reward_model,
-                    config=yaml.safe_dump(config, sort_keys=False),
-                    user=user,
-                )
-            )
+    for (arm, _seed), pipeline in zip(runs, launched, strict=True):
+        out.setdefault(arm, []).append(pipeline)
     return out
 
 

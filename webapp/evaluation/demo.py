@@ -1,12 +1,16 @@
 """``steplab demo``: the whole loop on the primary suite, through the app's jobs and database, at
 several training seeds, reported as the learning protocol asks (``docs/evaluation.md``).
 
-For each training seed it builds a tiny model locally (random weights from that seed, a
-tokenizer trained on the spot — nothing is downloaded), registers it as a local-model policy and
-launches one pipeline on the suite's *train* split, evaluated on its *test* split (the same
-tasks for every seed and stage):
+It builds one tiny model locally (random weights from the suite's ``model_seed``, a tokenizer
+trained on the spot — nothing is downloaded): it stands for the pretrained checkpoint a user
+fine-tunes, the same for every training seed, as in fine-tuning studies (a *training seed* fixes
+the data order, the sampling and GRPO's groups, not the starting weights). It registers the model
+as a local-model policy and launches one pipeline per training seed on the suite's *train*
+split, evaluated on its *test* split (the same tasks for every seed and stage):
 
-- baseline: the untrained model;
+- baseline: the untrained model, evaluated once, in the last seed's pipeline (the first starts
+  with the reference episodes at once): it is one policy decoding greedily, so every seed's
+  evaluation of it would play the same episodes;
 - iteration 1: collect reference trajectories of a small number of train tasks (the scripted
   policy) → score → SFT dataset → SFT → register → evaluate;
 - iteration 2: collect G samples per train task from the SFT policy at temperature 1 → score
@@ -72,16 +76,21 @@ class DemoSuite:
     practice_tasks: int = 0
     model: dict[str, Any] = field(default_factory=dict)
     corpus: Callable[[], list[str]] | None = None
+    # the base model's weights: one model for every training seed (it stands for a pretrained
+    # checkpoint; see the module docstring)
+    model_seed: int = 0
 
     @property
     def practice_set_name(self) -> str:
         return f"{self.name}-demo-{self.practice_split}-{self.practice_tasks}"
 
-    def pipeline_yaml(self, seed: int) -> str:
+    def pipeline_yaml(self, seed: int, *, baseline: bool = True) -> str:
         """The pipeline config of training seed ``seed`` (it seeds collection, datasets and
-        every training run)."""
+        every training run); ``baseline=False`` leaves out the base model's evaluation (another
+        seed's pipeline makes it)."""
         config = copy.deepcopy(self.pipeline)
         config["seed"] = seed
+        config["baseline"] = bool(config.get("baseline", True) and baseline)
         for iteration in config["iterations"]:
             iteration["train"].setdefault("values", {})["seed"] = seed
             if self.practice_split and iteration["collect"].get("policy") == "current":
@@ -95,7 +104,13 @@ ARITHMETIC_PIPELINE: dict[str, Any] = {
     "evaluate": {"samples_per_task": 1, "max_steps": 3, "concurrency": 1, "seed": 0},
     "iterations": [
         {
-            "collect": {"policy": "scripted", "episodes_per_task": 1, "max_steps": 4},
+            # the reference trajectories are the same for every seed: played once, then reused
+            "collect": {
+                "policy": "scripted",
+                "episodes_per_task": 1,
+                "max_steps": 4,
+                "reuse": True,
+            },
             "dataset": {"kind": "sft", "outcome": "success"},
             "train": {
                 "method": "sft",
@@ -183,7 +198,9 @@ def _task_set(name: str, tasks: Sequence[Task], description: str):
     return task_set
 
 
-def _base_policy(suite: DemoSuite, seed: int) -> Policy:
+def base_policy(suite: DemoSuite) -> Policy:
+    """The suite's untrained tiny model as a local policy (built once, from ``model_seed``)."""
+    seed = suite.model_seed
     model_dir = Path(settings.STEPLAB_DATA_DIR) / "models" / f"tiny-{suite.name}-seed{seed}"
     if not (model_dir / "config.json").exists():
         corpus = suite.corpus() if suite.corpus else None
@@ -249,35 +266,72 @@ def demo_launch(
     name: str = "",
     config: Any = None,
     user=None,
+    reference_wait: float = 600.0,
 ) -> list:
-    """One pipeline per training seed (``<name>-seed<k>``); returns them in seed order."""
+    """One pipeline per training seed (``<name>-seed<k>``), all from the same base model, whose
+    baseline evaluation the last one makes; returns them in seed order."""
     spec = demo_suite(suite)
     train, evaluation, reward_model = demo_setup(suite=spec, split=split, eval_tasks=eval_tasks)
     name = name or f"demo-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    pipelines = []
-    for seed in seeds:
-        pipelines.append(
-            pipeline_launch(
-                name=f"{name}-seed{seed}",
-                base_policy=_base_policy(spec, seed),
-                train_task_set=train,
-                eval_task_set=evaluation,
-                reward_model=reward_model,
-                config=config if config is not None else spec.pipeline_yaml(seed),
-                user=user,
-            )
+
+    def launch(n: int, seed: int):
+        return pipeline_launch(
+            name=f"{name}-seed{seed}",
+            base_policy=base_policy(spec),
+            train_task_set=train,
+            eval_task_set=evaluation,
+            reward_model=reward_model,
+            config=config
+            if config is not None
+            else spec.pipeline_yaml(seed, baseline=n == len(seeds) - 1),
+            user=user,
         )
-    return pipelines
+
+    return launch_sharing_references(list(seeds), launch, wait=reference_wait)
+
+
+def launch_sharing_references(
+    seeds: list[int], launch: Callable[[int, int], Any], *, wait: float = 600.0
+) -> list:
+    """Launch ``launch(0, seeds[0])``; when its first iteration collects with ``reuse`` (the
+    reference trajectories, the same for every seed), wait until that collect has ended (at most
+    ``wait`` seconds), so that the other seeds' pipelines, launched then, reuse it instead of
+    playing the same episodes again."""
+    first = launch(0, seeds[0])
+    iterations = first.config.get("iterations") or [{}]
+    if len(seeds) > 1 and (iterations[0].get("collect") or {}).get("reuse") and wait > 0:
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and not selectors.pipeline_stage_ended(
+            pipeline=first, iteration=1, name="collect"
+        ):
+            time.sleep(1.0)
+    return [first] + [launch(n, seed) for n, seed in enumerate(seeds) if n > 0]
 
 
 def demo_report(*, pipelines: Sequence[Any], suite: str, split: str = "test") -> ProtocolReport:
     """The protocol table of the demo's pipelines (one per seed, ``pipeline.config["seed"]``)."""
     results: dict[str, dict[int, dict[str, bool]]] = {}
+    bases: dict[int, int] = {}  # seed -> the base policy evaluated
     for pipeline in pipelines:
         seed = int(pipeline.config.get("seed", 0))
+        bases[seed] = pipeline.base_policy_id
         for label, solved in selectors.pipeline_outcomes(pipeline=pipeline):
             results.setdefault(label, {})[seed] = solved
+    notes = []
+    base = results.get("base", {})
+    if base and len(base) < len(pipelines):
+        # one evaluation of a base model stands for every seed that starts from that model
+        by_policy = {bases[seed]: solved for seed, solved in base.items()}
+        for seed, policy_id in bases.items():
+            if seed not in base and policy_id in by_policy:
+                base[seed] = by_policy[policy_id]
+        notes.append(
+            "base: one evaluation of the base model, the same for every training seed (one "
+            "policy decoding greedily plays the same episodes whatever the seed)"
+        )
     complete = {k: v for k, v in results.items() if len(v) == len(pipelines)}
     if not complete:
         raise ApplicationError("No evaluation of the demo's pipelines finished.")
-    return protocol_report(complete, suite=f"{suite} ({split} split)", common_tasks=True)
+    report = protocol_report(complete, suite=f"{suite} ({split} split)", common_tasks=True)
+    report.notes.extend(notes)
+    return report

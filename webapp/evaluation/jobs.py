@@ -42,7 +42,7 @@ from webapp.jobs.context import JobContext
 from webapp.jobs.models import Job, JobStatus
 from webapp.jobs.names import Kinds, Queue, Tasks
 from webapp.rewards.services import scoring_launch
-from webapp.rollouts.selectors import policy_find
+from webapp.rollouts.selectors import policy_find, reusable_collect_run
 from webapp.rollouts.services import collect_launch, policy_add_parameters, policy_with_temperature
 from webapp.tasks.selectors import task_set_find
 from webapp.training.services import checkpoint_register, training_launch
@@ -179,13 +179,30 @@ def _launch_collect(stage: _Stage) -> None:
         if base is None:
             raise ApplicationError(f"Pipeline {pipeline}: no policy named {spec.policy!r}.")
     stage.row.policy = policy_with_temperature(policy=base, temperature=spec.temperature)
+    task_set = _collect_task_set(pipeline, spec.task_set)
+    seed = stage.config.seed * 1000 + stage.it
+    if spec.reuse and not (spec.task_offset or spec.num_tasks):
+        earlier = reusable_collect_run(
+            policy=stage.row.policy,
+            task_set=task_set,
+            episodes_per_task=spec.episodes_per_task,
+            max_steps=spec.max_steps,
+            seed=seed,
+        )
+        if earlier is not None:  # no job: the pipeline goes straight on to scoring
+            stage.row.collect_run = earlier
+            stage.row.note = (
+                f"reused collect run {earlier.pk}: the same episodes of the same policy "
+                f"({earlier.episodes_total}, {earlier.successes} successful)"
+            )
+            return
     run = collect_launch(
-        task_set=_collect_task_set(pipeline, spec.task_set),
+        task_set=task_set,
         policy=stage.row.policy,
         episodes_per_task=spec.episodes_per_task,
         max_steps=spec.max_steps,
         concurrency=spec.concurrency,
-        seed=stage.config.seed * 1000 + stage.it,
+        seed=seed,
         user=stage.user,
         parent_job=stage.parent,
         task_offset=spec.task_offset,

@@ -46,6 +46,14 @@ class CollectStage(_Strict):
     )
     num_tasks: int = Field(0, ge=0, description="Play only N tasks of the set (0: all).")
     task_offset: int = Field(0, ge=0, description="...starting at this position (by task id).")
+    reuse: bool = Field(
+        False,
+        description="Reuse a finished collect run that played exactly this (the same policy on "
+        "every task of the set, as many episodes, the same step limit) instead of playing it "
+        "again, when the policy plays deterministically (a scripted policy without mistakes, a "
+        "local model at temperature 0); the seed then does not matter. Not with num_tasks or "
+        "task_offset.",
+    )
 
 
 class DatasetStage(_Strict):

@@ -18,7 +18,7 @@ from webapp.common.errors import ApplicationError
 from webapp.evaluation.forms import CheckpointsEvaluationForm
 from webapp.evaluation.models import EvaluationRun, Pipeline, PipelineStage
 from webapp.evaluation.pipeline_config import parse_config, plan
-from webapp.jobs.models import JobStatus
+from webapp.jobs.models import Job, JobStatus
 from webapp.rollouts.models import Episode
 from webapp.tasks.models import TaskSet
 from webapp.training.models import Checkpoint
@@ -346,6 +346,16 @@ def pipeline_for_job(*, pipeline_id: int | None) -> Pipeline:
 
 def pipeline_stage(*, pipeline: Pipeline, iteration: int, name: str) -> PipelineStage | None:
     return PipelineStage.objects.filter(pipeline=pipeline, iteration=iteration, name=name).first()
+
+
+def pipeline_stage_ended(*, pipeline: Pipeline, iteration: int, name: str) -> bool:
+    """Whether that stage has ended (its job is over, or it ran without one), or the pipeline
+    itself has (it will never get there)."""
+    row = PipelineStage.objects.filter(pipeline=pipeline, iteration=iteration, name=name).first()
+    if row is not None:
+        return row.job_id is None or Job.objects.get(pk=row.job_id).is_terminal
+    job = Job.objects.filter(pk=pipeline.job_id).first()
+    return job is None or job.is_terminal
 
 
 def pipeline_stages(*, pipeline: Pipeline) -> QuerySet[PipelineStage]:

@@ -99,9 +99,7 @@ def job_enqueue(
     job_kind = get_kind(kind)
     queue = queue or job_kind.queue
     if queue not in ALL_QUEUES:
-        raise ApplicationError(
-            f"Unknown queue {queue!r}; use one of {', '.join(ALL_QUEUES)}."
-        )
+        raise ApplicationError(f"Unknown queue {queue!r}; use one of {', '.join(ALL_QUEUES)}.")
     if user is not None and not getattr(user, "is_authenticated", False):
         user = None
     with transaction.atomic():
@@ -404,11 +402,16 @@ def job_child_finished(*, child: Job) -> None:
 
 def jobs_reap_dead(*, now=None) -> list[int]:
     """Find running jobs whose worker stopped (heartbeat older than the limit) and re-queue them
-    (resumable kinds, up to STEPLAB_JOB_MAX_ATTEMPTS) or fail them with a clear message."""
+    (resumable kinds, up to STEPLAB_JOB_MAX_ATTEMPTS) or fail them with a clear message.
+
+    A job no worker holds is not dead: a parent waiting on its children, or one whose children
+    have ended and which waits in the broker's queue for a free worker to run its next stage
+    (when every worker is busy with long jobs, that wait can last longer than the limit)."""
     now = now or timezone.now()
     limit = now - timedelta(seconds=settings.STEPLAB_JOB_DEAD_AFTER_SECONDS)
     candidates = list(
         Job.objects.filter(status=JobStatus.RUNNING, awaiting_children=False)
+        .exclude(worker="")
         .filter(Q(heartbeat_at__lt=limit) | Q(heartbeat_at__isnull=True, started_at__lt=limit))
         .values_list("pk", flat=True)
     )
@@ -424,12 +427,13 @@ def jobs_reap_dead(*, now=None) -> list[int]:
                 job is None
                 or job.status != JobStatus.RUNNING
                 or job.awaiting_children
+                or not job.worker
                 or not _heartbeat_stale(job, now)
             ):
                 continue
             last = job.heartbeat_at or job.started_at
             silent = int((now - last).total_seconds()) if last else 0
-            who = job.worker or "its worker"
+            who = job.worker
             seen = timezone.localtime(last).strftime("%Y-%m-%d %H:%M:%S %Z") if last else "never"
             kind = find_kind(job.kind)
             if job.cancel_requested_at is not None:

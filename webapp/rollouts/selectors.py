@@ -150,3 +150,41 @@ def summary_line(*, run: CollectRun) -> str:
         f"{run.finished_episodes} of {run.episodes_total} episodes done "
         f"({run.episodes_failed} failed{rate}{cost})."
     )
+
+
+def policy_is_deterministic(*, policy: Policy) -> bool:
+    """Whether the policy plays a task the same way whatever the episode's seed: a scripted policy
+    that injects no mistakes, or a local model decoding greedily (temperature 0). API models are
+    never counted as deterministic (their servers are not, even at temperature 0)."""
+    parameters = policy.parameters or {}
+    if policy.kind == Policy.Kind.SCRIPTED:
+        mistakes = parameters.get("mistakes") or {}
+        return not any(float(p or 0) > 0 for p in mistakes.values())
+    if policy.kind == Policy.Kind.LOCAL:
+        return float(parameters.get("temperature", 0.7)) == 0.0
+    return False
+
+
+def reusable_collect_run(
+    *, policy: Policy, task_set: TaskSet, episodes_per_task: int, max_steps: int, seed: int
+) -> CollectRun | None:
+    """A finished collect run that played exactly what a new one would: the same policy on every
+    task of the same set, as many episodes per task, the same step limit, every episode ended
+    (none skipped, nothing stopped early), and either the same seed or a deterministic policy.
+    The newest such run, or None."""
+    runs = CollectRun.objects.filter(
+        policy=policy,
+        task_set=task_set,
+        environment=task_set.environment,
+        episodes_per_task=episodes_per_task,
+        max_steps=max_steps,
+        stop_reason="",
+        job__status=JobStatus.SUCCEEDED,
+        episodes_total=task_set.tasks.count() * episodes_per_task,
+    ).order_by("-pk")
+    if not policy_is_deterministic(policy=policy):
+        runs = runs.filter(seed=seed)
+    for run in runs[:5]:
+        if run.finished_episodes == run.episodes_total:
+            return run
+    return None

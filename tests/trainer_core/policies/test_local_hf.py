@@ -352,3 +352,16 @@ def test_importing_the_policy_and_the_format_loads_no_model_library():
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_policies_of_one_directory_share_a_load_until_the_checkpoint_changes(tmp_path):
+    """A collect run builds a policy per episode: the model is loaded from disk once per process,
+    and a checkpoint rewritten in place (a new training run saving there) is loaded again."""
+    path = build_tiny_model(tmp_path / "m", seed=3)
+    first, second = LocalHFPolicy(path, device="cpu"), LocalHFPolicy(path, device="cpu")
+    assert first.model is second.model and first.tokenizer is second.tokenizer
+    rebuilt = build_tiny_model(tmp_path / "m", seed=4)  # same directory, new weights
+    third = LocalHFPolicy(rebuilt, device="cpu")
+    assert third.model is not first.model
+    weights = next(iter(third.model.parameters()))
+    assert not torch.equal(weights, next(iter(first.model.parameters())))

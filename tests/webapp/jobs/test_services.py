@@ -84,6 +84,8 @@ def test_reaper_requeues_a_dead_resumable_job_and_leaves_live_ones(
     )
     alive = _running("here:2", age=0.5)
     waiting_parent = _running("", age=3600, awaiting_children=True)
+    # children done, its next stage waits in the queue while every worker is busy
+    advanced_parent = _running("", age=settings.STEPLAB_JOB_DEAD_AFTER_SECONDS + 120)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         reaped = services.jobs_reap_dead()
     assert reaped == [dead.pk]
@@ -99,6 +101,10 @@ def test_reaper_requeues_a_dead_resumable_job_and_leaves_live_ones(
     assert alive.status == JobStatus.RUNNING
     assert waiting_parent.status == JobStatus.RUNNING, (
         "a parent waiting on children has no worker to die"
+    )
+    advanced_parent.refresh_from_db()
+    assert advanced_parent.status == JobStatus.RUNNING and advanced_parent.attempts == 1, (
+        "a parent waiting for a worker to run its next stage has no worker to die"
     )
 
 
@@ -274,5 +280,7 @@ def test_a_queued_job_on_a_queue_no_worker_consumes_is_warned_about():
     assert by_name["gpu"].orphaned and not by_name["default"].orphaned
     assert by_name["default"].consumers == ["cpu@h"]
     assert [w.online for w in workers] == [True, False]
-    assert "No online worker consumes the 'gpu' queue" in selectors.queue_warning_for(job=stuck, queue_rows=rows)
+    assert "No online worker consumes the 'gpu' queue" in selectors.queue_warning_for(
+        job=stuck, queue_rows=rows
+    )
     assert selectors.queue_warning_for(job=fine, queue_rows=rows) == ""
