@@ -1,5 +1,6 @@
 // Success (with its 95% interval) and mean reward against training step or iteration: reads the
-// points of a json_script block (#curve-data) and redraws with uPlot after every htmx swap.
+// points of a json_script block (#curve-data) and redraws with uPlot after every htmx swap. The
+// success rate and the mean reward each have their own axis.
 (function () {
   "use strict";
   var chart = null;
@@ -25,14 +26,19 @@
     var opts = {
       width: Math.max(320, box.clientWidth || 800),
       height: 240,
-      scales: { x: { time: false }, y: { range: [0, 1] } },
-      axes: [{ label: box.getAttribute("data-x-label") || "iteration / step" }, {}],
+      // success is a rate in [0, 1]; the mean reward has its own scale and axis (right)
+      scales: { x: { time: false }, y: { range: [0, 1] }, reward: { auto: true } },
+      axes: [
+        { label: box.getAttribute("data-x-label") || "iteration / step" },
+        { scale: "y", label: "success", stroke: "#2563eb" },
+        { scale: "reward", label: "mean reward", side: 1, stroke: "#059669", grid: { show: false } },
+      ],
       series: [
         { label: "x" },
         { label: "success", stroke: "#2563eb", width: 2, points: { show: true } },
         { label: "95% low", stroke: "#93c5fd", dash: [4, 4] },
         { label: "95% high", stroke: "#93c5fd", dash: [4, 4] },
-        { label: "mean reward", stroke: "#059669", width: 1, points: { show: true } },
+        { label: "mean reward", scale: "reward", stroke: "#059669", width: 1, points: { show: true } },
       ],
     };
     chart = new uPlot(opts, data, box);

@@ -1,15 +1,73 @@
 // The job page's metrics chart: reads the series that the polled progress fragment carries
 // (a json_script block) and redraws with uPlot after every htmx swap, without reloading.
+// Series of different kinds have their own scale and axis (loss and rewards, learning rate,
+// gradient norm, throughput, counts, seconds), so a loss near 1 is not flattened against
+// thousands of tokens per second; the box's data-scales names each series' scale.
 (function () {
   "use strict";
   var chart = null;
   var names = [];
   var palette = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#be185d"];
+  var KINDS = [
+    ["learning rate", /(^|[\/_])(learning_rate|lr)$/],
+    ["per second", /(per_s|per_sec|per_second|throughput|\/s)$/],
+    ["grad norm", /grad_norm/],
+    ["seconds", /(seconds|_time|_s)$/],
+    ["count", /(^|[\/_])(tokens|completions|pairs|dropped|examples|count)$/],
+  ];
+
+  function scaleOf(name) {
+    for (var i = 0; i < KINDS.length; i++) {
+      if (KINDS[i][1].test(name)) return KINDS[i][0];
+    }
+    return "value";
+  }
 
   function readSeries() {
     var el = document.getElementById("job-metrics-data");
     if (!el) return null;
     try { return JSON.parse(el.textContent); } catch (e) { return null; }
+  }
+
+  function tickValues(scale) {
+    if (scale !== "learning rate") return undefined;
+    return function (u, values) {
+      return values.map(function (v) { return v === 0 ? "0" : v.toExponential(1); });
+    };
+  }
+
+  function options(box, keys) {
+    var scales = { x: { time: false } };
+    var axes = [{ label: "step" }];
+    var series = [{ label: "step" }];
+    var byName = {};
+    keys.forEach(function (k, i) {
+      var scale = scaleOf(k);
+      var color = palette[i % palette.length];
+      byName[k] = scale;
+      if (!scales[scale]) {
+        scales[scale] = { auto: true };
+        var first = axes.length === 1;
+        axes.push({
+          scale: scale,
+          label: scale === "value" ? k : scale,  // the first series on the shared scale
+          side: first || axes.length % 2 === 1 ? 3 : 1,
+          stroke: color,
+          grid: { show: first },
+          size: 60,
+          values: tickValues(scale),
+        });
+      }
+      series.push({ label: k, scale: scale, stroke: color, width: 2, spanGaps: true });
+    });
+    box.setAttribute("data-scales", JSON.stringify(byName));
+    return {
+      width: Math.max(320, box.clientWidth || 800),
+      height: 260,
+      scales: scales,
+      axes: axes,
+      series: series,
+    };
   }
 
   function render() {
@@ -28,16 +86,7 @@
     }
     if (chart) chart.destroy();
     names = keys;
-    var opts = {
-      width: Math.max(320, box.clientWidth || 800),
-      height: 260,
-      scales: { x: { time: false } },
-      axes: [{ label: "step" }, {}],
-      series: [{ label: "step" }].concat(keys.map(function (k, i) {
-        return { label: k, stroke: palette[i % palette.length], width: 2, spanGaps: true };
-      })),
-    };
-    chart = new uPlot(opts, columns, box);
+    chart = new uPlot(options(box, keys), columns, box);
   }
 
   document.addEventListener("DOMContentLoaded", render);

@@ -11,6 +11,7 @@ from webapp.calibration import selectors, services
 from webapp.calibration.forms import QueueForm
 from webapp.calibration.models import StepLabel
 from webapp.common.errors import ApplicationError
+from webapp.common.htmx import follow_job
 from webapp.trajectories.selectors import selection_ids
 
 
@@ -251,9 +252,14 @@ def calibration_fit(request):
 
 @requires(Need.READ)
 def calibration_detail(request, pk: int):
+    """A fitted calibration; once applied, its re-scoring follows the job live (htmx)."""
     calibration = selectors.calibration_get(id=pk)
-    context = selectors.calibration_detail(calibration=calibration)
-    return render(request, "calibration/fitted.html", _ctx(**context))
+    context = _ctx(**selectors.calibration_detail(calibration=calibration))
+    if request.htmx and request.htmx.target == "apply-live":
+        response = render(request, "calibration/fitted.html#apply", context)
+        run = calibration.rescoring_run
+        return follow_job(response, job=run.job if run else None)
+    return render(request, "calibration/fitted.html", context)
 
 
 @requires(Need.OPERATE)

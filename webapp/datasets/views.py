@@ -6,6 +6,7 @@ from django.shortcuts import redirect, render
 
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
+from webapp.common.htmx import follow_job
 from webapp.datasets import selectors, services
 from webapp.datasets.forms import DatasetForm
 
@@ -50,9 +51,13 @@ def dataset_new(request):
 
 @requires(Need.READ)
 def dataset_detail(request, pk: int):
+    """The dataset's page; its status, files and card follow the export job live (htmx)."""
     snapshot = selectors.snapshot_get(id=pk)
-    card = selectors.snapshot_card(snapshot=snapshot)
-    return render(request, "datasets/detail.html", _ctx(snapshot=snapshot, card=card))
+    context = _ctx(snapshot=snapshot, card=selectors.snapshot_card(snapshot=snapshot))
+    if request.htmx and request.htmx.target == "dataset-live":
+        response = render(request, "datasets/detail.html#live", context)
+        return follow_job(response, job=snapshot.job)
+    return render(request, "datasets/detail.html", context)
 
 
 @requires(Need.READ)

@@ -7,7 +7,7 @@ from django.views.decorators.http import require_POST
 
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
-from webapp.common.htmx import stop_polling
+from webapp.common.htmx import follow_job, stop_polling
 from webapp.evaluation import selectors, services
 from webapp.evaluation.ablation import presets as pipeline_presets
 from webapp.evaluation.demo import DEFAULT_PIPELINE_YAML
@@ -66,13 +66,14 @@ def evaluation_new(request):
 
 @requires(Need.READ)
 def evaluation_detail(request, pk: int):
+    """The run's page; its status and results part follows the job live (polled by htmx)."""
     run = selectors.evaluation_get(id=pk)
     metrics = run.metrics or {}
-    return render(
-        request,
-        "evaluation/evaluation_detail.html",
-        _ctx(run=run, metrics=metrics, pass_rows=selectors.pass_rows(metrics=metrics)),
-    )
+    context = _ctx(run=run, metrics=metrics, pass_rows=selectors.pass_rows(metrics=metrics))
+    if request.htmx and request.htmx.target == "evaluation-live":
+        response = render(request, "evaluation/evaluation_detail.html#live", context)
+        return follow_job(response, job=run.job)
+    return render(request, "evaluation/evaluation_detail.html", context)
 
 
 @requires(Need.READ)

@@ -169,9 +169,16 @@ def version_detail(*, version: RewardModel, by: str) -> dict[str, Any]:
     return {
         "current_profile": profile_current(name=version.domain),
         "groups": distributions(reward_model=version, by=by),
-        "scored": version.scores.count(),
-        "runs": version.runs.select_related("job")[:20],
+        **version_runs(version=version),
     }
+
+
+def version_runs(*, version: RewardModel) -> dict[str, Any]:
+    """A version's scoring runs (newest first), how many trajectories it has scored, and the job
+    of a run still in flight (the page follows it live; None: none is)."""
+    runs = list(version.runs.select_related("job")[:20])
+    live = next((r.job for r in runs if r.job is not None and not r.job.is_terminal), None)
+    return {"runs": runs, "scored": version.scores.count(), "live_job": live}
 
 
 def rubric_domains() -> list[str]:

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 
 from webapp.accounts.permissions import Need, requires, user_can
 from webapp.common.errors import ApplicationError
+from webapp.common.htmx import follow_job
 from webapp.rewards import selectors, services
 from webapp.rewards.forms import RubricForm, VersionForm
 from webapp.trajectories.selectors import selection_ids
@@ -110,6 +111,12 @@ def version_new(request, domain: str):
 @requires(Need.READ)
 def version_detail(request, pk: int):
     version = selectors.version_get(id=pk)
+    if request.htmx and request.htmx.target == "runs-live":  # the live poll of a scoring run
+        context = selectors.version_runs(version=version)
+        response = render(request, "rewards/version_detail.html#runs", context)
+        if context["live_job"] is None:  # it ended: reload the page for the new distributions
+            response["HX-Refresh"] = "true"
+        return follow_job(response, job=context["live_job"])
     by = "task" if request.GET.get("by") == "task" else "policy"
     return render(
         request,

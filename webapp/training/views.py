@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 from trainer_core.training.methods import METHODS
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
+from webapp.common.htmx import follow_job
 from webapp.training import selectors, services
 
 
@@ -122,8 +123,12 @@ def tiny_model_result(request, job: int):
 
 @requires(Need.READ)
 def run_detail(request, pk: int):
+    """The run's page; its result and checkpoints follow the training job live (htmx)."""
     run = selectors.run_get(id=pk)
-    return render(request, "training/detail.html", _ctx(run=run, **selectors.run_detail(run=run)))
+    context = _ctx(run=run, **selectors.run_detail(run=run))
+    if request.htmx and request.htmx.target == "training-live":
+        return follow_job(render(request, "training/detail.html#live", context), job=run.job)
+    return render(request, "training/detail.html", context)
 
 
 @requires(Need.OPERATE)

@@ -53,7 +53,7 @@ class Trajectory(models.Model):
     policy = models.CharField(max_length=200, blank=True, db_index=True)
     environment = models.CharField(max_length=120, blank=True)
     source = models.CharField(max_length=16, choices=Source.choices, db_index=True)
-    source_format = models.CharField(max_length=64, blank=True)
+    source_format = models.CharField(max_length=64, blank=True, db_index=True)
     status = models.CharField(
         max_length=16, choices=Status.choices, default=Status.FINISHED, db_index=True
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from trainer_core.recording.align import (
@@ -23,6 +23,7 @@ from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Us
 from webapp.trajectories import hooks
 from webapp.trajectories.models import Step as StepRow
 from webapp.trajectories.models import Trajectory as TrajectoryRow
+from webapp.trajectories.search import search
 
 PAGE_SIZE = 50
 OBSERVATION_PREVIEW = 2000
@@ -52,6 +53,7 @@ class Filters:
     model: str = ""
     policy: str = ""
     source: str = ""
+    format: str = ""  # the source format (an importer's name; "" for rollouts)
     status: str = ""
     outcome: str = ""  # success | failure | unknown
     min_reward: float | None = None
@@ -86,6 +88,7 @@ class Filters:
                 "model",
                 "policy",
                 "source",
+                "format",
                 "status",
                 "outcome",
                 "tag",
@@ -116,26 +119,14 @@ class Filters:
         )
 
 
-def _search(qs: QuerySet, q: str) -> QuerySet:
-    """Full-text search over prompts, thoughts, actions and observations: PostgreSQL matches the
-    GIN-indexed document of each trajectory (migration 0002); SQLite searches by substring."""
-    if connection.vendor == "postgresql":
-        return qs.extra(
-            where=["search_vector @@ websearch_to_tsquery('simple'::regconfig, %s)"], params=[q]
-        )
-    steps = StepRow.objects.filter(trajectory=OuterRef("pk"))
-    matching = steps.filter(
-        Q(thought__icontains=q) | Q(tool__icontains=q) | Q(observation__icontains=q)
-    )
-    return qs.filter(Q(Exists(matching)) | Q(prompt__icontains=q))
-
-
 def trajectory_list(*, filters: Filters) -> QuerySet[TrajectoryRow]:
     qs = TrajectoryRow.objects.all()
     for name in ("domain", "agent", "model", "policy", "source", "status"):
         value = getattr(filters, name)
         if value:
             qs = qs.filter(**{name: value})
+    if filters.format:
+        qs = qs.filter(source_format=filters.format)
     if filters.task:
         qs = qs.filter(
             Q(task_ref__icontains=filters.task) | Q(task_set_name__icontains=filters.task)
@@ -174,7 +165,7 @@ def trajectory_list(*, filters: Filters) -> QuerySet[TrajectoryRow]:
     if filters.task_exact:
         qs = qs.filter(task_ref=filters.task_exact)
     if filters.q:
-        qs = _search(qs, filters.q)
+        qs = search(qs, filters.q, steps=StepRow.objects.all())
     _, column, descending = SORTS.get(filters.sort, SORTS["newest"])
     if column == "id":
         return qs.order_by("-id" if descending else "id")
@@ -239,17 +230,48 @@ def keyset_page(
     return rows, (_encode_cursor(rows[-1], sort) if more and rows else None)
 
 
-def distinct_values(*, field: str) -> list[str]:
-    """The values of a summary column, for the filter menus. A DISTINCT scans the whole table,
-    so the answer is cached for a minute."""
-    key = f"trajectories:distinct:{field}"
-    values = cache.get(key)
-    if values is None:
-        values = sorted(
-            v for v in TrajectoryRow.objects.values_list(field, flat=True).distinct()[:200] if v
+#: The filter menus: Filters field → the summary column whose distinct values it offers.
+CHOICE_COLUMNS = {
+    "domain": "domain",
+    "agent": "agent",
+    "model": "model",
+    "source": "source",
+    "format": "source_format",
+}
+CHOICES_TTL = 60  # seconds; a new trajectory anywhere refreshes the menus before that
+
+
+def filter_choices(*, filters: Filters | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Every distinct value of each filter menu's column with its number of trajectories, by
+    value: one GROUP BY per (indexed) column in a single query, cached briefly and recomputed as
+    soon as a trajectory is added (the newest row's id and time are the cache key). A value
+    ``filters`` selects that no trajectory has any more is kept, with a count of 0."""
+    table = TrajectoryRow._meta.db_table
+    newest = TrajectoryRow.objects.order_by("-id").values_list("id", "created_at").first()
+    key = "trajectories:choices:" + (
+        "none" if newest is None else f"{newest[0]}:{newest[1].timestamp()}"
+    )
+    choices = cache.get(key)
+    if choices is None:
+        sql = " UNION ALL ".join(
+            f"SELECT '{name}', {column}, COUNT(*) FROM {table} GROUP BY {column}"
+            for name, column in CHOICE_COLUMNS.items()
         )
-        cache.set(key, values, 60)
-    return values
+        choices = {name: [] for name in CHOICE_COLUMNS}
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+            for name, value, count in cursor.fetchall():
+                if value:
+                    choices[name].append({"value": value, "count": count})
+        for values in choices.values():
+            values.sort(key=lambda v: v["value"].lower())
+        cache.set(key, choices, CHOICES_TTL)
+    if filters is not None:
+        for name, values in choices.items():
+            chosen = getattr(filters, name)
+            if chosen and all(v["value"] != chosen for v in values):
+                choices = {**choices, name: [*values, {"value": chosen, "count": 0}]}
+    return choices
 
 
 def trajectory_spec(*, row: TrajectoryRow) -> Trajectory:
@@ -472,13 +494,6 @@ def trajectories_jsonl(*, ids: list[int]) -> str:
     """The trajectories with these ids as canonical JSONL (steplab-jsonl), by id."""
     rows = TrajectoryRow.objects.filter(pk__in=ids).order_by("pk")
     return "".join(trajectory_spec(row=row).to_json() + "\n" for row in rows)
-
-
-def list_choices() -> dict[str, list[str]]:
-    """The values offered in the list page's filter menus."""
-    return {
-        name: distinct_values(field=name) for name in ("domain", "agent", "model", "source_format")
-    }
 
 
 def selection_ids(*, data, limit: int = 100_000, not_filters: tuple[str, ...] = ()) -> list[int]:

@@ -43,6 +43,7 @@ from webapp.jobs.names import Kinds
 from webapp.jobs.services import job_enqueue
 from webapp.trajectories.content import content_hash, without_nul
 from webapp.trajectories.models import SourceFile, Step, Trajectory
+from webapp.trajectories.search import SEARCH_DOCUMENT
 
 STEP_COLUMNS = [
     "trajectory_id",
@@ -98,13 +99,9 @@ def _aware(moment):
     return moment
 
 
-SEARCH_UPDATE = """
-UPDATE trajectories_trajectory t SET search_vector = to_tsvector('simple'::regconfig, left(
-  coalesce(t.prompt, '') || ' ' || coalesce((
-    SELECT string_agg(coalesce(s.thought, '') || ' ' || s.tool || ' ' || left(coalesce(s.observation, ''), 1000), ' ' ORDER BY s.index)
-    FROM trajectories_step s WHERE s.trajectory_id = t.id), ''), 300000))
-WHERE t.id = ANY(%s)
-"""
+SEARCH_UPDATE = (
+    f"UPDATE trajectories_trajectory t SET search_vector = {SEARCH_DOCUMENT} WHERE t.id = ANY(%s)"
+)
 
 
 def trajectories_index_for_search(*, ids: list[int]) -> None:

@@ -37,7 +37,7 @@ def trajectory_list(request):
         "sorts": [(name, label) for name, (label, _, _) in selectors.SORTS.items()],
         "bulk_actions": bulk.actions_for(request.user),
         "query": query.urlencode(),
-        "choices": selectors.list_choices(),
+        "choices": selectors.filter_choices(filters=filters),
     }
     return render(request, "trajectories/list.html", context)
 
