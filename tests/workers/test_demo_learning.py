@@ -22,7 +22,7 @@ from webapp.evaluation.demo import PRIMARY_SUITE, SEEDS, demo_launch, demo_repor
 from webapp.evaluation.selectors import pipeline_find, pipeline_stage
 from webapp.jobs.models import Job
 
-pytestmark = [pytest.mark.worker, pytest.mark.slow]
+pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 EVAL_TASKS = 100  # the first 100 of the 300 test tasks
 MIN_SFT_GAIN = 0.30  # smallest validation gain over seeds 0, 1, 2: +0.67
@@ -60,6 +60,8 @@ def test_the_demo_recipe_learns_at_every_training_seed(worker_factory, monkeypat
     print("\n".join(report.lines()))  # shown when the test fails
     base, sft, grpo = report.stage("base"), report.stage("SFT"), report.stage("GRPO")
     assert report.seeds == list(SEEDS)
+    assert [s.name for s in report.stages] == ["base", "SFT", "GRPO"]
+    assert [c.label for c in report.comparisons][:2] == ["base → SFT", "SFT → GRPO"]
     for seed in SEEDS:
         assert sft.per_seed[seed].n == EVAL_TASKS
         assert sft.per_seed[seed].rate - base.per_seed[seed].rate >= MIN_SFT_GAIN, seed

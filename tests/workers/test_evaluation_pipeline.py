@@ -184,3 +184,46 @@ def test_a_two_iteration_pipeline_survives_a_sigkill_mid_stage(worker_factory, t
     assert train.attempts >= 2, "the killed training was resumed"
     curve = job.result["curve"]
     assert [p["label"] for p in curve] == ["start", "iteration 1 (SFT)", "iteration 2 (GRPO)"]
+
+
+DPO_PIPELINE = """
+baseline: false
+evaluate: {samples_per_task: 1, max_steps: 3, concurrency: 1}
+iterations:
+- collect: {policy: noisy-half, episodes_per_task: 4, max_steps: 4}
+  dataset: {kind: dpo}
+  train: {method: dpo, values: {max_steps: 2, batch_size: 1}}
+"""
+
+
+@pytest.mark.slow
+def test_a_pipeline_iteration_trains_dpo_on_pairs_of_its_own_samples(tmp_path, celery_worker):
+    """A DPO iteration builds its preference pairs among the samples it collected (by the
+    reward-model version's totals) in its dataset job, instead of failing for want of pairs."""
+    from trainer_core.training.tiny import build_tiny_model
+
+    model_dir = build_tiny_model(
+        settings.STEPLAB_DATA_DIR / "models" / "tiny-dpo", hidden_size=32, num_layers=1
+    )
+    base = Policy.objects.create(
+        name="tiny-dpo", kind="local", model=str(model_dir),
+        parameters={"model_dir": str(model_dir), "temperature": 0.0, "max_new_tokens": 16},
+    )  # fmt: skip
+    Policy.objects.create(
+        name="noisy-half", kind="scripted", parameters={"mistakes": {"wrong_answer": 0.5}}
+    )
+    rubrics_seed(domain="arithmetic")
+    pipeline = pipeline_launch(
+        name="dpo-pipeline",
+        base_policy=base,
+        train_task_set=_task_set("train", 3, "dpo-train"),
+        eval_task_set=_task_set("heldout", 2, "dpo-heldout"),
+        reward_model=reward_model_create(domain="arithmetic"),
+        config=DPO_PIPELINE,
+    )
+    job = wait_for(lambda: _finished(pipeline.job_id), timeout=300, what="DPO pipeline")
+    assert job.status == JobStatus.SUCCEEDED, job.error
+    dataset = PipelineStage.objects.get(pipeline=pipeline, iteration=1, name="dataset").dataset
+    assert dataset.kind == "dpo" and dataset.counts["train"] > 0
+    training = PipelineStage.objects.get(pipeline=pipeline, iteration=1, name="train").training_run
+    assert training.method == "dpo"

@@ -329,7 +329,9 @@ def demo_report(*, pipelines: Sequence[Any], suite: str, split: str = "test") ->
             "base: one evaluation of the base model, the same for every training seed (one "
             "policy decoding greedily plays the same episodes whatever the seed)"
         )
-    complete = {k: v for k, v in results.items() if len(v) == len(pipelines)}
+    # the base model first, then the stages in the order the pipelines trained them
+    order = sorted(results, key=lambda label: label != "base")
+    complete = {k: results[k] for k in order if len(results[k]) == len(pipelines)}
     if not complete:
         raise ApplicationError("No evaluation of the demo's pipelines finished.")
     report = protocol_report(complete, suite=f"{suite} ({split} split)", common_tasks=True)

@@ -274,6 +274,8 @@ def _launch_dataset(stage: _Stage) -> None:
         query=query,
         reward_model=selectors.current_reward_model(pipeline=stage.pipeline, iteration=stage.it),
         seed=stage.config.seed,
+        # a DPO dataset pairs this iteration's own samples by the version's totals
+        build_pairs={"method": "outside_in"} if spec.kind == "dpo" else None,
         user=stage.user,
         parent_job=stage.parent,
     )
