@@ -37,6 +37,7 @@ __all__ = [
     "Turn",
     "Usage",
     "decide",
+    "decide_many",
     "invalid_output_observation",
     "play_step",
 ]
@@ -138,6 +139,18 @@ def decide(
         latency=float(last.get("latency", 0.0) or 0.0),
     )
     return Decision(action=dict(out) if out is not None else None, usage=usage)
+
+
+def decide_many(
+    policies: Sequence[Any], requests: Sequence[tuple[str, Sequence[Turn], Sequence[ToolSpec]]]
+) -> list[Decision]:
+    """:func:`decide` for several episodes' turns at once, one ``(observation, history, tools)``
+    request per policy: policies of one class that has ``act_together`` (a local model decodes
+    them in one batch) answer together, any others one by one."""
+    together = getattr(type(policies[0]), "act_together", None) if policies else None
+    if len(policies) > 1 and together is not None and len({type(p) for p in policies}) == 1:
+        return together(policies, [(o, list(h), list(t)) for o, h, t in requests])
+    return [decide(p, *request) for p, request in zip(policies, requests, strict=True)]
 
 
 def play_step(env: AgentEnv, decision: Decision) -> TimeStep:

@@ -363,11 +363,46 @@ class LocalHFPolicy:
         if not history:
             self._prompt = observation
         generation = self.generate([messages])[0]
+        return self._decision(generation, latency=time.perf_counter() - started)
+
+    @classmethod
+    def act_together(
+        cls,
+        policies: Sequence[LocalHFPolicy],
+        requests: Sequence[tuple[str, Sequence[Turn], Sequence[ToolSpec]]],
+    ) -> list[Decision]:
+        """``act`` for several episodes at once, one ``(observation, history, tools)`` request per
+        policy, decoded in one batch when the policies share a loaded model and their sampling
+        settings (else one by one). Each row samples from its own policy's seeded stream, so an
+        episode plays the same tokens whether it is decoded alone or in a batch (up to the
+        floating-point differences of a padded batch)."""
+        if len(policies) != len(requests):
+            raise ConfigError("act_together needs one request per policy")
+        if len(policies) < 2 or not _batchable(policies):
+            return [p.act(*request) for p, request in zip(policies, requests, strict=True)]
+        started = time.perf_counter()
+        conversations = []
+        for policy, (observation, history, tools) in zip(policies, requests, strict=True):
+            conversations.append(policy.messages(observation, history, tools))
+            if not history:
+                policy._prompt = observation
+        seeds = [policy._next_call_seed() for policy in policies]
+        lead = policies[0]
+        generations = lead.generate(
+            conversations, row_seeds=None if lead.temperature == 0.0 else seeds
+        )
+        latency = time.perf_counter() - started
+        return [
+            policy._decision(generation, latency=latency)
+            for policy, generation in zip(policies, generations, strict=True)
+        ]
+
+    def _decision(self, generation: Generation, *, latency: float) -> Decision:
         usage = Usage(
             tokens_in=len(generation.prompt_token_ids),
             tokens_out=len(generation.token_ids),
             cost=0.0,
-            latency=time.perf_counter() - started,
+            latency=latency,
         )
         parsed = chat_format.parse_assistant(generation.text)
         decision = Decision(
@@ -393,9 +428,10 @@ class LocalHFPolicy:
         top_p: float | None = None,
         max_new_tokens: int | None = None,
         return_logprobs: bool | None = None,
+        row_seeds: Sequence[int] | None = None,
     ) -> list[Generation]:
         """Sample one assistant turn for each conversation (chat messages), in one batch.
-        Unset arguments take the policy's settings."""
+        Unset arguments take the policy's settings; ``row_seeds`` as in :meth:`generate_ids`."""
         tokenizer = self.tokenizer
         prompts = [
             chat_format.tokenize(messages, tokenizer, add_generation_prompt=True).input_ids
@@ -407,6 +443,7 @@ class LocalHFPolicy:
             top_p=top_p,
             max_new_tokens=max_new_tokens,
             return_logprobs=return_logprobs,
+            row_seeds=row_seeds,
         )
 
     def generate_ids(
@@ -417,9 +454,15 @@ class LocalHFPolicy:
         top_p: float | None = None,
         max_new_tokens: int | None = None,
         return_logprobs: bool | None = None,
+        row_seeds: Sequence[int] | None = None,
     ) -> list[Generation]:
         """Sample a completion for each prompt given as token ids (left-padded into one batch),
-        stopping at ``<|im_end|>`` (or the tokenizer's eos token)."""
+        stopping at ``<|im_end|>`` (or the tokenizer's eos token).
+
+        Random streams: without ``row_seeds`` the whole batch samples from one stream (the
+        policy's next seeded call, or torch's global stream without a seed); with ``row_seeds``
+        (one per prompt) each row samples from its own generator seeded so — a row draws exactly
+        the tokens it would draw alone with that seed."""
         temperature = self.temperature if temperature is None else float(temperature)
         top_p = self.top_p if top_p is None else float(top_p)
         max_new_tokens = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
@@ -429,6 +472,8 @@ class LocalHFPolicy:
             return []
         if any(len(p) == 0 for p in prompts):
             raise ConfigError("every prompt needs at least one token")
+        if row_seeds is not None and len(row_seeds) != len(prompts):
+            raise ConfigError("row_seeds needs one seed per prompt")
         torch, transformers = _import_torch()
         model, tokenizer, device = self.model, self.tokenizer, self.device
         stop_ids = _stop_ids(tokenizer)
@@ -438,23 +483,30 @@ class LocalHFPolicy:
         input_ids, attention_mask = _left_pad(torch, prompts, width, pad_id)
 
         greedy = temperature == 0.0
+        per_row = row_seeds is not None and not greedy
+        processors = transformers.LogitsProcessorList()
+        if per_row:  # the rows' own draws, picked greedily (see _RowSampling)
+            processors.append(_RowSampling(torch, transformers, row_seeds, temperature, top_p))
+        sample = not greedy and not per_row
         config = transformers.GenerationConfig(
             max_new_tokens=max_new_tokens,
-            do_sample=not greedy,
-            temperature=None if greedy else temperature,
-            top_p=None if greedy else top_p,
-            top_k=None if greedy else 0,
+            do_sample=sample,
+            temperature=temperature if sample else None,
+            top_p=top_p if sample else None,
+            top_k=0 if sample else None,
             num_beams=1,
             eos_token_id=stop_ids,
             pad_token_id=pad_id,
             return_dict_in_generate=True,
             output_logits=want_logprobs,
         )
-        with self._random_stream(torch), torch.no_grad():
+        stream = contextlib.nullcontext() if per_row else self._random_stream(torch)
+        with stream, torch.no_grad():
             out = model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=attention_mask.to(device),
                 generation_config=config,
+                logits_processor=processors,
             )
 
         new = out.sequences[:, width:].tolist()
@@ -473,13 +525,20 @@ class LocalHFPolicy:
             for row, prompt in enumerate(prompts)
         ]
 
+    def _next_call_seed(self) -> int | None:
+        """The seed of this policy's next sampling call: (seed, call number); None without a
+        seed."""
+        self._calls += 1
+        if self.seed is None:
+            return None
+        return (int(self.seed) * 1_000_003 + self._calls) % (2**63)
+
     def _random_stream(self, torch: Any) -> contextlib.AbstractContextManager[Any]:
         """With a seed, each call samples from its own seeded stream (seed, call number) and the
         global random state is left as it was; without one, from torch's global stream."""
-        self._calls += 1
-        if self.seed is None:
+        call_seed = self._next_call_seed()
+        if call_seed is None:
             return contextlib.nullcontext()
-        call_seed = (int(self.seed) * 1_000_003 + self._calls) % (2**63)
         devices = []
         if self._device is not None and self._device.type == "cuda":
             devices = [self._device.index if self._device.index is not None else 0]
@@ -491,6 +550,60 @@ class LocalHFPolicy:
                 yield
 
         return stream()
+
+
+class _RowSampling:
+    """A logits processor that samples every row from its own seeded generator: the
+    temperature and top-p warpers (transformers' own, in ``generate``'s order), a softmax and one
+    multinomial draw per row; it returns scores that make greedy selection pick the drawn token.
+    With one row it draws exactly what ``generate``'s sampling draws after
+    ``torch.manual_seed(seed)`` (tested), so batching episodes does not change their streams."""
+
+    def __init__(
+        self, torch: Any, transformers: Any, seeds: Sequence[int], temperature: float, top_p: float
+    ):
+        self.torch = torch
+        self.seeds = [int(seed) for seed in seeds]
+        self.generators: list[Any] | None = None  # made on the scores' device at the first call
+        self.warpers: list[Any] = []
+        if temperature != 1.0:
+            self.warpers.append(transformers.TemperatureLogitsWarper(temperature))
+        if top_p < 1.0:
+            self.warpers.append(transformers.TopPLogitsWarper(top_p))
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        torch = self.torch
+        if self.generators is None:
+            self.generators = [
+                torch.Generator(device=scores.device).manual_seed(seed) for seed in self.seeds
+            ]
+        for warper in self.warpers:
+            scores = warper(input_ids, scores)
+        probs = torch.softmax(scores, dim=-1)  # (batch, vocab)
+        picked = torch.full_like(scores, float("-inf"))
+        for row, generator in enumerate(self.generators):
+            token = torch.multinomial(probs[row : row + 1], 1, generator=generator)  # (1, 1)
+            picked[row, token[0, 0]] = 0.0
+        return picked
+
+
+def _batchable(policies: Sequence[LocalHFPolicy]) -> bool:
+    """Whether these policies can decode in one batch: the same loaded model and tokenizer, the
+    same sampling settings, and a seed each when they sample (a row's own stream)."""
+    lead = policies[0]
+    settings = (lead.temperature, lead.top_p, lead.max_new_tokens, bool(lead.return_logprobs))
+    for policy in policies:
+        if not isinstance(policy, LocalHFPolicy):
+            return False
+        if (policy.temperature, policy.top_p, policy.max_new_tokens) != settings[:3]:
+            return False
+        if bool(policy.return_logprobs) != settings[3]:
+            return False
+        if policy.temperature != 0.0 and policy.seed is None:
+            return False
+        if policy.model is not lead.model or policy.tokenizer is not lead.tokenizer:
+            return False
+    return True
 
 
 def _check_sampling(temperature: float, top_p: float, max_new_tokens: int) -> None:

@@ -17,8 +17,12 @@ had; the other episodes go on. ``on_step(spec, step)`` is called as each step is
 Celery task appends it to the trajectory store), ``on_episode(result)`` as each episode ends.
 
 Threads run the episodes (``concurrency`` of them, each with its own environment and policy);
-to spread episodes over processes and machines, Steplab's collect job calls :func:`run_episode`
-on Celery workers, one chunk of specs per child task.
+to spread episodes over processes and machines, Steplab's collect job plays them on Celery
+workers. :class:`Lockstep` plays several episodes turn by turn together, their policies deciding
+at once (a local model decodes all live episodes in one batch, each row from its own seeded
+stream, so an episode records the same trajectory alone or in a batch); the collect job keeps a
+local model's batch full, claiming a new episode as one ends. :func:`run_episode` is a lockstep
+of one.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from trainer_core.errors import ConfigError
-from trainer_core.policies.base import Decision, Turn, Usage, decide, play_step
+from trainer_core.policies.base import Decision, Turn, Usage, decide, decide_many, play_step
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
 from trainer_core.recording.schema import Usage as UsageRecord
 from trainer_core.tasks.model import Task, coerce_task
@@ -42,6 +46,7 @@ from trainer_core.tasks.model import Task, coerce_task
 __all__ = [
     "EpisodeResult",
     "EpisodeSpec",
+    "Lockstep",
     "StopEpisode",
     "collect",
     "episode_seed",
@@ -193,46 +198,51 @@ def _step_record(
     )
 
 
-def _play(
-    env: Any,
-    policy: Any,
-    spec: EpisodeSpec,
-    trajectory: Trajectory,
-    state: _EpisodeState,
-    *,
-    max_steps: int,
-    on_step: Callable[[EpisodeSpec, Step], None] | None,
-    should_stop: Callable[[], str | None] | None,
-    keep_decisions: bool,
-) -> None:
-    """The episode loop: reset, then decide / step / record until done, stopped or out of
-    steps. Exceptions from the environment or the policy propagate to :func:`run_episode`."""
-    task = spec.task
-    ts = env.reset(task=task, seed=spec.seed)
-    policy.reset(env.task if getattr(env, "task", None) is not None else task)
-    observation = ts.observation
-    if not trajectory.task.prompt:
-        trajectory.task.prompt = observation
-    tools = list(env.available_tools)
-    while not ts.done and len(state.history) < max_steps:
-        reason = should_stop() if should_stop is not None else None
-        if reason:
-            state.stopped = reason
-            state.truncated = True
-            state.last_info = {"truncated_reason": reason}
-            return
-        step_started = datetime.now(UTC)
-        decision = decide(policy, observation, state.history, tools)
+class _Episode:
+    """One episode being played: its environment, policy, record and what it has so far."""
+
+    def __init__(self, env: Any, policy: Any, spec: EpisodeSpec, trajectory: Trajectory):
+        self.env, self.policy, self.spec, self.trajectory = env, policy, spec, trajectory
+        self.state = _EpisodeState()
+        self.started = time.monotonic()
+        self.ts: Any = None
+        self.observation = ""
+        self.tools: list[Any] = []
+
+    def begin(self) -> None:
+        """Reset the environment and the policy on the task."""
+        task = self.spec.task
+        self.ts = self.env.reset(task=task, seed=self.spec.seed)
+        env_task = getattr(self.env, "task", None)
+        self.policy.reset(env_task if env_task is not None else task)
+        self.observation = self.ts.observation
+        if not self.trajectory.task.prompt:
+            self.trajectory.task.prompt = self.observation
+        self.tools = list(self.env.available_tools)
+
+    def request(self) -> tuple[str, list[Turn], list[Any]]:
+        return self.observation, self.state.history, self.tools
+
+    def apply(
+        self,
+        decision: Decision,
+        *,
+        started_at: datetime,
+        on_step: Callable[[EpisodeSpec, Step], None] | None,
+        keep_decisions: bool,
+    ) -> None:
+        """Play a decision: step the environment, record the step, call ``on_step``."""
+        state = self.state
         state.total = state.total + decision.usage
         if keep_decisions:
             state.decisions.append(decision)
         env_started = time.monotonic()
-        ts = play_step(env, decision)
+        ts = play_step(self.env, decision)
         env_seconds = time.monotonic() - env_started
         step = _step_record(
-            len(state.history), decision, ts, started_at=step_started, env_seconds=env_seconds
+            len(state.history), decision, ts, started_at=started_at, env_seconds=env_seconds
         )
-        trajectory.steps.append(step)
+        self.trajectory.steps.append(step)
         state.history.append(
             Turn(
                 action=decision.action,
@@ -241,17 +251,161 @@ def _play(
                 error=decision.error,
             )
         )
+        self.ts = ts
         if on_step is not None:
             try:
-                on_step(spec, step)
+                on_step(self.spec, step)
             except BaseException as exc:  # the caller's own failure (a cancelled job)
                 raise _Propagate() from exc
-        observation = ts.observation
+        self.observation = ts.observation
         state.last_info = dict(ts.info)
         state.terminated, state.truncated = ts.terminated, ts.truncated
-    if not ts.done:
-        state.truncated = True
-        state.last_info = {**state.last_info, "truncated_reason": "max_steps"}
+
+    def out_of_turns(self, max_steps: int) -> bool:
+        """Whether the episode is over: done, or out of steps (then truncated, "max_steps")."""
+        if self.ts is None or self.ts.done:
+            return True
+        if len(self.state.history) < max_steps:
+            return False
+        self.state.truncated = True
+        self.state.last_info = {**self.state.last_info, "truncated_reason": "max_steps"}
+        return True
+
+    def fail(self, exc: BaseException) -> None:
+        """End the episode on an exception: stopped (:class:`StopEpisode`) or crashed."""
+        if isinstance(exc, StopEpisode):
+            self.state.stopped = str(exc) or "stopped"
+            self.state.truncated = True
+            return
+        self.state.error = f"{type(exc).__name__}: {exc}"
+        self.trajectory.metadata["traceback"] = "".join(traceback.format_exception(exc, limit=8))[
+            -4000:
+        ]
+
+    def stop(self, reason: str) -> None:
+        self.state.stopped = reason
+        self.state.truncated = True
+        self.state.last_info = {"truncated_reason": reason}
+
+    def result(self) -> EpisodeResult:
+        state = self.state
+        _finish_trajectory(self.trajectory, state, seconds=time.monotonic() - self.started)
+        return EpisodeResult(
+            self.spec, self.trajectory, state.error, state.stopped, state.total, state.decisions
+        )
+
+
+def _decide(live: list[_Episode]) -> list[Decision | Exception]:
+    """The live episodes' decisions: together when their policies can act together (a failure
+    of that call fails every asking episode), else one by one (a failure is that episode's)."""
+    policies = [e.policy for e in live]
+    if len(live) > 1 and hasattr(type(policies[0]), "act_together"):
+        try:
+            return list(decide_many(policies, [e.request() for e in live]))
+        except Exception as exc:  # noqa: BLE001 - the policy failed: every asking episode ends
+            return [exc] * len(live)
+    decisions: list[Decision | Exception] = []
+    for episode in live:
+        try:
+            decisions.append(decide(episode.policy, *episode.request()))
+        except Exception as exc:  # noqa: BLE001 - this episode's policy failed
+            decisions.append(exc)
+    return decisions
+
+
+class Lockstep:
+    """Plays episodes turn by turn together: at every turn the live episodes' policies decide at
+    once (:func:`~trainer_core.policies.base.decide_many`: a local model decodes them in one
+    batch), then each environment steps. Episodes may join between turns (:meth:`add`), so a
+    caller keeps a batch full. An exception from one environment ends that episode with its
+    error; one from the policies' decision ends every episode that asked; an exception raised by
+    ``on_step`` itself (a cancelled job) propagates. ``should_stop()`` is asked before every
+    turn; a reason string ends every live episode (truncated, ``stopped`` set)."""
+
+    def __init__(
+        self,
+        *,
+        max_steps: int = 30,
+        environment: str = "",
+        policy_name: str = "",
+        model: str = "",
+        agent: str = "steplab",
+        on_step: Callable[[EpisodeSpec, Step], None] | None = None,
+        should_stop: Callable[[], str | None] | None = None,
+        keep_decisions: bool = False,
+    ):
+        if max_steps < 1:
+            raise ConfigError("max_steps must be at least 1")
+        self.max_steps = max_steps
+        self.record = {
+            "environment": environment,
+            "policy_name": policy_name,
+            "model": model,
+            "agent": agent,
+        }
+        self.on_step, self.should_stop, self.keep_decisions = on_step, should_stop, keep_decisions
+        self._live: list[_Episode] = []
+
+    @property
+    def live(self) -> int:
+        """How many episodes are being played."""
+        return len(self._live)
+
+    def add(self, env: Any, policy: Any, spec: EpisodeSpec) -> EpisodeResult | None:
+        """Start an episode; its result when it ended at once (its reset failed, or the task was
+        over before the first turn), else None (it plays from the next turn)."""
+        episode = _Episode(env, policy, spec, _start_trajectory(env, spec, **self.record))
+        try:
+            episode.begin()
+        except Exception as exc:  # noqa: BLE001 - the episode crashed; the others go on
+            episode.fail(exc)
+            return episode.result()
+        if episode.out_of_turns(self.max_steps):
+            return episode.result()
+        self._live.append(episode)
+        return None
+
+    def turn(self) -> list[EpisodeResult]:
+        """One turn of every live episode; the results of those that ended."""
+        live, self._live = self._live, []
+        if not live:
+            return []
+        try:
+            reason = self.should_stop() if self.should_stop is not None else None
+        except StopEpisode as exc:
+            for episode in live:
+                episode.fail(exc)
+            return [episode.result() for episode in live]
+        if reason:
+            for episode in live:
+                episode.stop(reason)
+            return [episode.result() for episode in live]
+        started_at = datetime.now(UTC)
+        ended = []
+        for episode, decision in zip(live, _decide(live), strict=True):
+            if isinstance(decision, BaseException):
+                episode.fail(decision)
+                ended.append(episode)
+                continue
+            try:
+                episode.apply(
+                    decision,
+                    started_at=started_at,
+                    on_step=self.on_step,
+                    keep_decisions=self.keep_decisions,
+                )
+            except _Propagate as wrapper:
+                self._live.extend(e for e in live if e is not episode and e not in ended)
+                raise wrapper.__cause__ from None
+            except Exception as exc:  # noqa: BLE001 - this episode crashed; the others go on
+                episode.fail(exc)
+                ended.append(episode)
+                continue
+            if episode.out_of_turns(self.max_steps):
+                ended.append(episode)
+            else:
+                self._live.append(episode)
+        return [episode.result() for episode in ended]
 
 
 def _finish_trajectory(trajectory: Trajectory, state: _EpisodeState, *, seconds: float) -> None:
@@ -296,35 +450,21 @@ def run_episode(
     ``should_stop()`` is asked before every step; a reason string ends the episode (truncated,
     ``stopped`` set). Exceptions raised by ``on_step`` itself (a cancelled job) do propagate.
     """
-    if max_steps < 1:
-        raise ConfigError("max_steps must be at least 1")
-    trajectory = _start_trajectory(
-        env, spec, environment=environment, policy_name=policy_name, model=model, agent=agent
+    lockstep = Lockstep(
+        max_steps=max_steps,
+        environment=environment,
+        policy_name=policy_name,
+        model=model,
+        agent=agent,
+        on_step=on_step,
+        should_stop=should_stop,
+        keep_decisions=keep_decisions,
     )
-    state = _EpisodeState()
-    started = time.monotonic()
-    try:
-        _play(
-            env,
-            policy,
-            spec,
-            trajectory,
-            state,
-            max_steps=max_steps,
-            on_step=on_step,
-            should_stop=should_stop,
-            keep_decisions=keep_decisions,
-        )
-    except _Propagate as wrapper:
-        raise wrapper.__cause__ from None
-    except StopEpisode as exc:
-        state.stopped = str(exc) or "stopped"
-        state.truncated = True
-    except Exception as exc:  # the episode crashed; the run goes on
-        state.error = f"{type(exc).__name__}: {exc}"
-        trajectory.metadata["traceback"] = traceback.format_exc(limit=8)[-4000:]
-    _finish_trajectory(trajectory, state, seconds=time.monotonic() - started)
-    return EpisodeResult(spec, trajectory, state.error, state.stopped, state.total, state.decisions)
+    result = lockstep.add(env, policy, spec)
+    while result is None:
+        ended = lockstep.turn()
+        result = ended[0] if ended else None
+    return result
 
 
 def stop_env(env: Any) -> None:

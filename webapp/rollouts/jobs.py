@@ -4,8 +4,10 @@ queue, and the children that play episodes and stream their steps into the traje
 - The parent (``rollouts.collect``) starts ``concurrency`` children and waits for them; when the
   last one ends it summarises the run (episodes left pending — spend cap, cancel — are marked
   skipped).
-- Each child (``rollouts.collect_episodes``) claims pending episodes one at a time (row lock,
-  SKIP LOCKED on PostgreSQL) until none is left, so more workers on more machines finish sooner.
+- Each child (``rollouts.collect_episodes``) claims pending episodes (row lock, SKIP LOCKED on
+  PostgreSQL) until none is left, so more workers on more machines finish sooner: one at a time,
+  or for a local model up to :data:`LOCAL_MODEL_BATCH` played together turn by turn, one batched
+  decode per turn, a new episode claimed as soon as one ends.
   Every step is appended under the episode's idempotency key as it happens.
 - Both kinds are resumable. When a worker dies, the reaper re-queues its child; the new attempt
   first starts over the episodes that child had claimed (their partial steps are deleted, so each
@@ -20,8 +22,8 @@ import dataclasses
 from typing import Any
 
 from trainer_core.envs import make
-from trainer_core.recording.schema import Outcome
-from trainer_core.rollouts.collect import EpisodeSpec, run_episode, stop_env
+from trainer_core.recording.schema import Outcome, TaskRef, Trajectory
+from trainer_core.rollouts.collect import EpisodeResult, EpisodeSpec, Lockstep, stop_env
 from trainer_core.tasks.model import Task as TaskSpec
 from webapp.common.errors import ApplicationError
 from webapp.jobs import kinds
@@ -120,29 +122,74 @@ def collect_run(*, ctx: JobContext) -> Any:
 # --- the children -------------------------------------------------------------------------------
 
 
+#: how many episodes of a local model one episode worker plays together, turn by turn, with one
+#: batched decode per turn (each episode keeps its own seeded stream); other policies play one
+#: episode at a time
+LOCAL_MODEL_BATCH = 16
+
+
+@dataclasses.dataclass
+class _Playing:
+    """A claimed episode being played: its row, its trajectory, its environment."""
+
+    episode: Episode
+    trajectory: Any
+    env: Any
+
+
 def collect_episodes_run(*, ctx: JobContext) -> None:
     run = selectors.collect_run_for_job(run_id=ctx.params.get("run_id"))
     # A resumed attempt: the episodes this child had claimed start over.
     restarted = services.episodes_release(run=run, job_id=ctx.job_id)
     if restarted:
         ctx.log(f"attempt {ctx.attempt}: starting {restarted} interrupted episode(s) over")
+    batch = LOCAL_MODEL_BATCH if run.policy.kind == Policy.Kind.LOCAL else 1
+    playing: dict[int, _Playing] = {}  # id(spec) -> the episode
+
+    def on_step(spec, step) -> None:
+        now = playing[id(spec)]
+        services.episode_record_step(
+            run=run, episode=now.episode, trajectory=now.trajectory, step=step
+        )
+        ctx.progress(
+            None,
+            f"Episode {now.episode.index} of task {now.episode.task.external_id}: "
+            f"step {step.index}",
+        )
+
+    lockstep = Lockstep(
+        max_steps=run.max_steps,
+        environment=run.environment,
+        policy_name=run.policy.name,
+        model=run.policy.model,
+        on_step=on_step,
+        should_stop=lambda: selectors.spend_cap_reason(run_id=run.pk, cap=run.spend_cap_usd),
+    )
     played = 0
     try:
+        claiming = True
         while True:
             ctx.check()
-            reason = selectors.spend_cap_reason(run_id=run.pk, cap=run.spend_cap_usd)
-            if reason:
-                services.collect_run_stop(run=run, reason=reason)
-                ctx.log(reason)
+            while claiming and lockstep.live < batch:
+                episode = _claim(ctx, run)
+                if episode is None:
+                    claiming = False
+                    break
+                ended = _start(ctx, run, lockstep, playing, episode)
+                if ended is not None:
+                    _end(ctx, run, playing, ended)
+                    played += 1
+            if not lockstep.live:
                 break
-            episode = services.episode_claim(run=run, job_id=ctx.job_id)
-            if episode is None:
-                break
-            _play(ctx, run, episode)
-            played += 1
+            for result in lockstep.turn():
+                _end(ctx, run, playing, result)
+                played += 1
     except JobCancelled:
         services.episodes_cancel(run=run, job_id=ctx.job_id)
         raise
+    finally:
+        for now in playing.values():
+            stop_env(now.env)
     run.refresh_from_db()
     ctx.set_result(played=played)
     ctx.progress(
@@ -150,8 +197,26 @@ def collect_episodes_run(*, ctx: JobContext) -> None:
     )
 
 
-def _play(ctx: JobContext, run: CollectRun, episode: Episode) -> None:
-    """Play one claimed episode: its steps stream into its trajectory, its end updates the run."""
+def _claim(ctx: JobContext, run: CollectRun) -> Episode | None:
+    """The next pending episode for this child; None when none is left or the spend cap is
+    reached (the run is then stopped with the reason)."""
+    reason = selectors.spend_cap_reason(run_id=run.pk, cap=run.spend_cap_usd)
+    if reason:
+        services.collect_run_stop(run=run, reason=reason)
+        ctx.log(reason)
+        return None
+    return services.episode_claim(run=run, job_id=ctx.job_id)
+
+
+def _start(
+    ctx: JobContext,
+    run: CollectRun,
+    lockstep: Lockstep,
+    playing: dict[int, _Playing],
+    episode: Episode,
+) -> EpisodeResult | None:
+    """Begin a claimed episode's trajectory and add it to the lockstep; its result when it
+    ended at once (its policy could not be built, its reset failed)."""
     task = TaskSpec.model_validate(episode.task.data)
     trajectory = services.episode_begin(run=run, episode=episode, task=task)
     overrides: dict[str, Any] = {"max_steps": None}
@@ -159,40 +224,31 @@ def _play(ctx: JobContext, run: CollectRun, episode: Episode) -> None:
         overrides["step_seconds"] = run.step_timeout
     env = make(run.environment, **overrides)
     ctx.on_cancel(lambda: stop_env(env))
-
-    def on_step(_spec, step) -> None:
-        services.episode_record_step(run=run, episode=episode, trajectory=trajectory, step=step)
-        ctx.progress(
-            None, f"Episode {episode.index} of task {episode.task.external_id}: step {step.index}"
-        )
-
-    result, error = None, ""
+    spec = EpisodeSpec(task=task, episode=episode.index, seed=episode.seed)
+    playing[id(spec)] = _Playing(episode, trajectory, env)
     try:
-        result = run_episode(
-            env,
-            services.policy_build(policy=run.policy, seed=episode.seed),
-            EpisodeSpec(task=task, episode=episode.index, seed=episode.seed),
-            max_steps=run.max_steps,
-            environment=run.environment,
-            policy_name=run.policy.name,
-            model=run.policy.model,
-            on_step=on_step,
-            should_stop=lambda: selectors.spend_cap_reason(run_id=run.pk, cap=run.spend_cap_usd),
-        )
+        policy = services.policy_build(policy=run.policy, seed=episode.seed)
     except ApplicationError as exc:  # the policy cannot be built: fail this episode clearly
-        error = exc.message
-    finally:
-        stop_env(env)
+        trajectory_stub = Trajectory(task=TaskRef(id=task.id or ""))
+        trajectory_stub.outcome = Outcome(metadata={"error": exc.message})
+        return EpisodeResult(spec, trajectory_stub, error=exc.message)
+    return lockstep.add(env, policy, spec)
+
+
+def _end(
+    ctx: JobContext, run: CollectRun, playing: dict[int, _Playing], result: EpisodeResult
+) -> None:
+    """An episode ended: close its environment, store its end, report the run's totals."""
+    now = playing.pop(id(result.spec))
+    stop_env(now.env)
     services.episode_finish(
         run=run,
-        episode=episode,
-        trajectory=trajectory,
-        outcome=result.trajectory.outcome
-        if result is not None
-        else Outcome(metadata={"error": error}),
-        error=(result.error or "") if result is not None else error,
-        stopped=(result.stopped or "") if result is not None else "",
-        cost_usd=result.usage.cost if result is not None else 0.0,
+        episode=now.episode,
+        trajectory=now.trajectory,
+        outcome=result.trajectory.outcome,
+        error=result.error or "",
+        stopped=result.stopped or "",
+        cost_usd=result.usage.cost,
     )
     _report(ctx, run)
 

@@ -247,6 +247,74 @@ def test_a_batch_of_conversations_samples_like_each_alone(trained_dir, scripted_
     assert cut.finish_reason == "length" and cut.token_ids == alone[0].token_ids[:3]
 
 
+def test_a_row_seed_draws_what_the_seeded_policy_draws_alone(random_dir):
+    """Per-row streams: a row with its own seed samples exactly the tokens a policy with that
+    call seed samples alone, whether the row is decoded alone or in a padded batch."""
+    settings = {"temperature": 1.3, "top_p": 0.9, "max_new_tokens": 24}
+    seeds = [3, 11, 42]
+    prompts = []
+    for n, seed in enumerate(seeds):
+        policy = LocalHFPolicy(random_dir, seed=seed, **settings)
+        messages = first_messages(policy)
+        messages[-1] = {**messages[-1], "content": messages[-1]["content"] + " x" * n * 3}
+        prompts.append(
+            cf.tokenize(messages, policy.tokenizer, add_generation_prompt=True).input_ids
+        )
+    alone = [
+        LocalHFPolicy(random_dir, seed=seed, **settings).generate_ids([ids])[0].token_ids
+        for seed, ids in zip(seeds, prompts, strict=True)
+    ]
+    call_seeds = [seed * 1_000_003 + 1 for seed in seeds]  # each policy's first call
+    unseeded = LocalHFPolicy(random_dir, **settings)
+    single = [
+        unseeded.generate_ids([ids], row_seeds=[s])[0].token_ids
+        for s, ids in zip(call_seeds, prompts, strict=True)
+    ]
+    batch = [g.token_ids for g in unseeded.generate_ids(prompts, row_seeds=call_seeds)]
+    assert single == alone
+    assert batch == alone
+    assert len({tuple(t) for t in alone}) == 3  # the rows really differ
+    with pytest.raises(ConfigError, match="one seed per prompt"):
+        unseeded.generate_ids(prompts, row_seeds=call_seeds[:2])
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_policies_acting_together_decide_what_each_decides_alone(random_dir, temperature):
+    """act_together (one batch through the shared model) gives every episode the decision, the
+    tokens and the log-probs it gets from act; later calls go on from the same streams."""
+    tools = list(TOOLS)
+    prompts = [f"What is {a}+{b}? Use the calculator tool." for a, b in [(2, 3), (10, 41), (7, 9)]]
+
+    def policies():
+        return [
+            LocalHFPolicy(
+                random_dir,
+                temperature=temperature,
+                max_new_tokens=20,
+                seed=seed,
+                return_logprobs=True,
+            )
+            for seed in (1, 2, 3)
+        ]
+
+    alone, together = policies(), policies()
+    for _ in range(2):  # two calls: the second continues each policy's stream
+        expected = [p.act(q, [], tools) for p, q in zip(alone, prompts, strict=True)]
+        got = LocalHFPolicy.act_together(together, [(q, [], tools) for q in prompts])
+        for a, b in zip(expected, got, strict=True):
+            assert (b.raw, b.action, b.error, b.token_ids) == (
+                a.raw,
+                a.action,
+                a.error,
+                a.token_ids,
+            )
+            assert torch.allclose(torch.tensor(b.logprobs), torch.tensor(a.logprobs), atol=1e-4)
+    # policies that cannot share a batch (different settings) still answer, one by one
+    mixed = policies()
+    mixed[1].temperature = 0.5
+    assert len(LocalHFPolicy.act_together(mixed, [(q, [], tools) for q in prompts])) == 3
+
+
 def test_system_gives_the_instructions_before_the_tools(random_dir):
     policy = LocalHFPolicy(random_dir, system="Solve arithmetic.")
     messages = policy.messages(PROMPT, [], TOOLS)

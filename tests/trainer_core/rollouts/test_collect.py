@@ -9,7 +9,13 @@ import pytest
 from trainer_core.errors import ConfigError, PolicyError
 from trainer_core.policies.base import Decision, Usage
 from trainer_core.policies.scripted import ScriptedPolicy
-from trainer_core.rollouts.collect import INVALID_OUTPUT_TOOL, collect, episode_specs
+from trainer_core.rollouts.collect import (
+    INVALID_OUTPUT_TOOL,
+    Lockstep,
+    collect,
+    episode_specs,
+    run_episode,
+)
 from trainer_core.tasks.suites.arithmetic import arithmetic_tasks
 
 
@@ -184,3 +190,85 @@ def test_an_exception_from_on_step_propagates():
 def test_one_policy_object_cannot_run_concurrently():
     with pytest.raises(ConfigError, match="policy factory"):
         collect("steplab/arithmetic", _tasks(2), ScriptedPolicy(), concurrency=2)
+
+
+# ----------------------------------------------------------------------------- lockstep
+
+
+def _strip(trajectory):
+    """A trajectory without what depends on the clock."""
+    data = trajectory.model_dump(mode="json")
+    data["usage"].pop("duration", None)
+    for step in data["steps"]:
+        step.pop("started_at", None)
+        step.pop("duration", None)
+        step["metadata"].pop("policy_latency", None)
+    return data
+
+
+def test_lockstep_plays_episodes_together_as_each_plays_alone():
+    """Episodes joining a lockstep between turns (a crash in one of them, a wrong answer in
+    another) end with exactly the trajectories run_episode records for each alone."""
+    from trainer_core.envs import make
+
+    tasks = _tasks(5)
+    specs = episode_specs(tasks, episodes_per_task=1, seed=3)
+
+    def policy(spec):
+        if spec.task_id == tasks[1].id:
+            return _CrashOn(tasks[1].id)
+        return ScriptedPolicy({"wrong_answer": 0.5}, seed=spec.seed)
+
+    alone = {
+        s.task_id: run_episode(make("steplab/arithmetic"), policy(s), s, max_steps=6) for s in specs
+    }
+    streamed = []
+    lockstep = Lockstep(max_steps=6, on_step=lambda spec, step: streamed.append(spec.task_id))
+    together, waiting = {}, list(specs)
+    while waiting or lockstep.live:
+        while waiting and lockstep.live < 3:  # a batch of 3, refilled as episodes end
+            spec = waiting.pop(0)
+            result = lockstep.add(make("steplab/arithmetic"), policy(spec), spec)
+            assert result is None
+        for result in lockstep.turn():
+            together[result.spec.task_id] = result
+    assert set(together) == set(alone)
+    for task_id, result in together.items():
+        assert result.error == alone[task_id].error
+        assert _strip(result.trajectory) == _strip(alone[task_id].trajectory)
+    assert together[tasks[1].id].failed
+    assert sum(not r.trajectory.outcome.success for r in together.values()) >= 2
+    assert len(streamed) == sum(len(r.trajectory.steps) for r in together.values())
+
+
+def test_lockstep_decodes_local_policies_in_one_batch(tmp_path):
+    """Local-model episodes in a lockstep: one batched decode per turn, and the same
+    trajectories (sampled at temperature 1, each from its own seeded stream) as alone."""
+    from tests.trainer_core.policies.tiny_model import build_tiny_model
+    from trainer_core.envs import make
+    from trainer_core.policies.local_hf import LocalHFPolicy
+
+    model_dir = build_tiny_model(tmp_path / "model", seed=2)
+    specs = episode_specs(_tasks(4), episodes_per_task=1, seed=9)
+
+    class Counting(LocalHFPolicy):
+        batches: list[int] = []
+
+        @classmethod
+        def act_together(cls, policies, requests):
+            cls.batches.append(len(policies))
+            return super().act_together(policies, requests)
+
+    def policy(spec, cls=LocalHFPolicy):
+        return cls(model_dir, temperature=1.0, max_new_tokens=12, seed=spec.seed)
+
+    alone = [run_episode(make("steplab/arithmetic"), policy(s), s, max_steps=2) for s in specs]
+    lockstep = Lockstep(max_steps=2)
+    for spec in specs:
+        assert lockstep.add(make("steplab/arithmetic"), policy(spec, Counting), spec) is None
+    together = lockstep.turn() + lockstep.turn()
+    assert lockstep.live == 0 and Counting.batches == [4, 4]
+    by_task = {r.spec.task_id: r for r in together}
+    for result in alone:
+        assert _strip(by_task[result.spec.task_id].trajectory) == _strip(result.trajectory)
+        assert result.trajectory.outcome.metadata["truncated_reason"] == "max_steps"
