@@ -202,3 +202,24 @@ def test_an_llm_collect_run_stops_at_its_spend_cap(fake_key, celery_worker, oper
     stopped = run.episodes.get(status="finished")
     assert stopped.steps == 3 and stopped.success is False
     assert "spend cap" in stopped.error
+
+
+def test_a_run_whose_environment_cannot_be_made_fails_with_the_reason(worker_factory, operator):
+    """Every episode fails with the environment's error (the episode workers go on to the next
+    episode), and the run fails saying so instead of succeeding with nothing played."""
+    task_set = _task_set(name="arith-no-env")
+    policy = Policy.objects.create(name="scripted-no-env", kind="scripted")
+    run = services.collect_launch(
+        task_set=task_set, policy=policy, episodes_per_task=2, max_steps=8, user=operator
+    )
+    # the environment disappears before a worker picks the run up (e.g. a plugin uninstalled)
+    CollectRun.objects.filter(pk=run.pk).update(environment="steplab/no-such-environment")
+    worker_factory("no-env")
+    job = wait_for(lambda: _finished(run.job_id), timeout=90, what="collect job to end")
+    assert job.status == JobStatus.FAILED
+    assert "No episode finished: all 4 that were played failed" in job.error
+    assert "steplab/no-such-environment" in job.error
+    statuses = set(Episode.objects.filter(run=run).values_list("status", flat=True))
+    assert statuses == {"failed"}
+    for child in Job.objects.filter(parent_id=run.job_id):
+        assert child.status == JobStatus.SUCCEEDED  # the children kept going

@@ -22,6 +22,7 @@ import dataclasses
 from typing import Any
 
 from trainer_core.envs import make
+from trainer_core.errors import SteplabError
 from trainer_core.recording.schema import Outcome, TaskRef, Trajectory
 from trainer_core.rollouts.collect import EpisodeResult, EpisodeSpec, Lockstep, stop_env
 from trainer_core.tasks.model import Task as TaskSpec
@@ -110,13 +111,35 @@ def collect_run(*, ctx: JobContext) -> Any:
         stop_reason=run.stop_reason,
     )
     failed_children = ctx.children().exclude(status="succeeded").count()
-    if failed_children and not counts[Episode.Status.FINISHED]:
-        raise ApplicationError(
+    problem = _close_problem(run, counts, failed_children)
+    if problem:
+        raise ApplicationError(problem)
+    ctx.progress(1.0, selectors.summary_line(run=run), force=True)
+    return None
+
+
+def _close_problem(run: CollectRun, counts: dict[str, int], failed_children: int) -> str:
+    """Why a closed run must fail rather than succeed ("" when it may succeed): no episode
+    finished, or episodes were never played although nothing (spend cap, cancel) stopped it.
+    The finished episodes are kept either way."""
+    finished, failed = counts[Episode.Status.FINISHED], counts[Episode.Status.FAILED]
+    if not finished and failed_children:
+        return (
             f"No episode finished and {failed_children} episode worker(s) failed; open them "
             "below for their errors."
         )
-    ctx.progress(1.0, selectors.summary_line(run=run), force=True)
-    return None
+    if not finished and failed:
+        first = run.episodes.filter(status=Episode.Status.FAILED).exclude(error="").first()
+        why = f" The first error: {first.error}" if first is not None else ""
+        return f"No episode finished: all {failed} that were played failed.{why}"
+    unplayed = counts[Episode.Status.SKIPPED]
+    if unplayed and not run.stop_reason:
+        return (
+            f"{unplayed} of {run.episodes_total} episodes were never played: the run's episode "
+            f"workers ended before them ({failed_children} failed; open them below for why). "
+            f"The {finished} finished episodes are kept; start a new run for the rest."
+        )
+    return ""
 
 
 # --- the children -------------------------------------------------------------------------------
@@ -189,7 +212,8 @@ def collect_episodes_run(*, ctx: JobContext) -> None:
         raise
     finally:
         for now in playing.values():
-            stop_env(now.env)
+            if now.env is not None:
+                stop_env(now.env)
     run.refresh_from_db()
     ctx.set_result(played=played)
     ctx.progress(
@@ -219,19 +243,21 @@ def _start(
     ended at once (its policy could not be built, its reset failed)."""
     task = TaskSpec.model_validate(episode.task.data)
     trajectory = services.episode_begin(run=run, episode=episode, task=task)
-    overrides: dict[str, Any] = {"max_steps": None}
-    if run.step_timeout:
-        overrides["step_seconds"] = run.step_timeout
-    env = make(run.environment, **overrides)
-    ctx.on_cancel(lambda: stop_env(env))
     spec = EpisodeSpec(task=task, episode=episode.index, seed=episode.seed)
-    playing[id(spec)] = _Playing(episode, trajectory, env)
+    playing[id(spec)] = _Playing(episode, trajectory, None)
     try:
+        overrides: dict[str, Any] = {"max_steps": None}
+        if run.step_timeout:
+            overrides["step_seconds"] = run.step_timeout
+        env = playing[id(spec)].env = make(run.environment, **overrides)
+        ctx.on_cancel(lambda: stop_env(env))
         policy = services.policy_build(policy=run.policy, seed=episode.seed)
-    except ApplicationError as exc:  # the policy cannot be built: fail this episode clearly
+    except (ApplicationError, SteplabError) as exc:
+        # the environment or the policy cannot be made: fail this episode clearly
+        error = exc.message if isinstance(exc, ApplicationError) else f"{type(exc).__name__}: {exc}"
         trajectory_stub = Trajectory(task=TaskRef(id=task.id or ""))
-        trajectory_stub.outcome = Outcome(metadata={"error": exc.message})
-        return EpisodeResult(spec, trajectory_stub, error=exc.message)
+        trajectory_stub.outcome = Outcome(metadata={"error": error})
+        return EpisodeResult(spec, trajectory_stub, error=error)
     return lockstep.add(env, policy, spec)
 
 
@@ -240,7 +266,8 @@ def _end(
 ) -> None:
     """An episode ended: close its environment, store its end, report the run's totals."""
     now = playing.pop(id(result.spec))
-    stop_env(now.env)
+    if now.env is not None:
+        stop_env(now.env)
     services.episode_finish(
         run=run,
         episode=now.episode,
