@@ -1,31 +1,53 @@
-"""Rule-layer throughput: steps/s of ``step_rule_scores`` on coding trajectories.
+"""Reward scoring throughput against knowlyr-reward itself: the rule pass, and end-to-end
+rules-only scoring of a trajectory (a trajectory in, every step's scores out).
 
-    .venv/bin/python bench/reward_rules.py [--repeats 7] [--seed 0] [--peer]
+    .venv/bin/python bench/reward_rules.py [--rounds 9] [--seed 0] [--full]
 
 Trajectories of 10, 100, 1,000 and 10,000 steps, generated like a coding agent's: reads of
 files (observations are numbered source lines), greps (``path:line: text`` hits), edits and
 full writes (a few reverted), bash runs of pytest (failures naming tests, files and errors),
 directory listings; observations of a few hundred characters full of paths and identifiers.
-Prints the best-of-``--repeats`` steps/s per length, whether the goal of the rewards issue
-(>= 100,000 steps/s at every length) is met, and the 10,000 vs 10 steps/s ratio (about 1 for
-linear cost; knowlyr-reward's quadratic checks fall towards 0). ``--peer`` also times the
-quadratic algorithm knowlyr-reward uses (redundancy + regression + info use, re-implemented
-here in its shape for comparison: list membership and backward scans) up to 1,000 steps.
+
+Two tables, Steplab beside knowlyr-reward (the real package, ``agentreward``, when it is
+installed: ``pip install knowlyr-reward``; without it Steplab's figures alone), timed in
+interleaved rounds (each round times both on the same trajectories, one after the other, in
+alternating order), so that the ratio holds on a loaded machine; steps/s are the medians of the
+rounds, the ratio is the median of the rounds' ratios (and its range):
+
+* the rule pass: ``step_rule_scores`` (redundancy, regression, info use, success) vs knowlyr's
+  ``check_redundancy`` + ``check_regression`` + ``check_info_utilization``;
+* end-to-end: ``score_trajectory`` (rules only, no judge) of a ``Trajectory`` — what the
+  importers, the recorder and the scoring job hand it — vs ``RewardEngine.score`` of knowlyr's
+  trajectory dict (``RewardConfig(rule_weight=1.0, model_weight=0.0)``), each made once like a
+  scoring run makes them; and ``score_trajectory`` of the trajectory's dict (validated first)
+  in a column of its own. The goal: end-to-end at least 2x knowlyr-reward at every length.
+
+knowlyr's checks are quadratic, so it is timed up to 1,000 steps (``--full``: 10,000 too).
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from trainer_core.envs.profiles import get_profile  # noqa: E402
-from trainer_core.recording.schema import Step  # noqa: E402
+from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory  # noqa: E402
 from trainer_core.rewards.rules import RuleContext, step_rule_scores  # noqa: E402
+from trainer_core.rewards.scoring import RewardConfig, score_trajectory  # noqa: E402
+
+try:  # knowlyr-reward, the package compared with
+    from agentreward import rules as knowlyr_rules
+    from agentreward.config import RewardConfig as KnowlyrConfig
+    from agentreward.reward import RewardEngine
+except ImportError:  # pragma: no cover - measured only where it is installed
+    knowlyr_rules = None
 
 GOAL = 100_000
 LENGTHS = (10, 100, 1_000, 10_000)
@@ -159,103 +181,178 @@ def make_steps(n: int, seed: int = 0) -> list[Step]:
     return steps
 
 
-def best_rate(fn, steps, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        reps = max(1, 20_000 // max(1, len(steps)))  # at least ~20k steps per timing
-        start = time.perf_counter()
-        for _ in range(reps):
-            fn(steps)
-        best = min(best, (time.perf_counter() - start) / reps)
-    return len(steps) / best
+POOL = 4  # distinct trajectories of each length (seeds seed .. seed + 3), scored in turn
+KNOWLYR_MAX = 1_000  # knowlyr is quadratic: timed up to this length (--full: every length)
 
 
-# --- knowlyr-reward's algorithm, in its shape (quadratic), for comparison ------------------------
+def make_trajectory(n: int, seed: int) -> Trajectory:
+    """A coding trajectory of ``n`` steps (:func:`make_steps`), its task and outcome."""
+    return Trajectory(
+        task=TaskRef(id=f"bench-{seed}", domain="coding", prompt=_prompt(seed)),
+        steps=make_steps(n, seed),
+        outcome=Outcome(success=False, tests_passed=40, tests_failed=2),
+        metadata={"reference_steps": max(1, n // 2)},
+    )
 
-_K_READ = ("read_file", "Read", "cat", "grep", "Grep", "Glob")
-_K_EDIT = ("Edit", "edit_file", "Write", "write_file")
+
+def _prompt(seed: int) -> str:
+    rng = random.Random(seed)
+    return f"{rng.choice(FUNCS)} in {_file(rng)} fails on an empty header; fix it."
 
 
-def _knowlyr_like(steps: list[Step]) -> None:
-    seen_calls: list[tuple[str, str]] = []
-    for i, step in enumerate(steps):
-        key = (step.tool, str(sorted(step.params.items())))
-        path = step.params.get("file_path", step.params.get("path", ""))
-        edited = False
-        if step.tool in _K_READ and path:
-            last_edit = next(
-                (
-                    j
-                    for j in range(i - 1, -1, -1)
-                    if steps[j].tool in _K_EDIT and steps[j].params.get("file_path") == path
-                ),
-                None,
-            )
-            last_read = next(
-                (
-                    j
-                    for j in range(i - 1, -1, -1)
-                    if steps[j].tool in _K_READ[:3] and steps[j].params.get("file_path") == path
-                ),
-                None,
-            )
-            edited = last_edit is not None and (last_read is None or last_edit > last_read)
-        _ = key in seen_calls and not edited
-        seen_calls.append(key)
-    edits: list[tuple] = []
-    for step in steps:
-        if step.tool in _K_EDIT and "old_string" in step.params:
-            p = step.params
-            _ = any(e == (p["file_path"], p["new_string"], p["old_string"]) for e in edits)
-            edits.append((p["file_path"], p["old_string"], p["new_string"]))
-    info: set[str] = set()
-    for step in steps:
-        if step.tool in ("edit_file", "write_file", "bash"):
-            text = str(step.params).lower()
-            _ = any(piece.lower() in text for piece in info)
-        for word in step.observation.split():
-            if "/" in word and len(word) > 3:
-                info.add(word.strip(".,;:()[]{}\"'`"))
-            if "_" in word and len(word) > 3 and word.isidentifier():
-                info.add(word)
+def knowlyr_trajectory(trajectory: Trajectory) -> dict:
+    """The same trajectory in knowlyr-reward's shape (``{tool, params, output}`` steps)."""
+    outcome = trajectory.outcome
+    return {
+        "task": trajectory.task.prompt,
+        "steps": [
+            {"tool": s.tool, "params": s.params, "output": s.observation} for s in trajectory.steps
+        ],
+        "outcome": {
+            "success": bool(outcome.success),
+            "tests_passed": outcome.tests_passed,
+            "tests_total": outcome.tests_passed + outcome.tests_failed,
+        },
+        "reference_steps": trajectory.metadata["reference_steps"],
+    }
+
+
+def interleaved(
+    sides: dict[str, tuple[Callable, list]], rounds: int, reps: int
+) -> dict[str, list[float]]:
+    """Seconds per call of each side's function over its inputs (``reps`` calls a round, the
+    inputs in turn), round by round, the sides' order alternating between rounds."""
+    for fn, inputs in sides.values():
+        for item in inputs:
+            fn(item)  # warm up; every input once
+    names = list(sides)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for number in range(rounds):
+        for name in names if number % 2 == 0 else names[::-1]:
+            fn, inputs = sides[name]
+            started = time.perf_counter()
+            for i in range(reps):
+                fn(inputs[i % len(inputs)])
+            seconds[name].append((time.perf_counter() - started) / reps)
+    return seconds
+
+
+def _ratio(seconds: dict[str, list[float]], ours: str, theirs: str) -> tuple[float, float, float]:
+    """knowlyr's time over ours, round by round: (median, lowest, highest)."""
+    ratios = [t / o for o, t in zip(seconds[ours], seconds[theirs], strict=True)]
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def _rate(n: int, seconds: list[float]) -> float:
+    return n / statistics.median(seconds)
+
+
+def _reps(n: int) -> int:
+    return max(1, 2_000 // n)
+
+
+def _knowlyr_rules(steps: list[dict]) -> None:
+    knowlyr_rules.check_redundancy(steps)
+    knowlyr_rules.check_regression(steps)
+    knowlyr_rules.check_info_utilization(steps)
+
+
+def rule_pass_table(args: argparse.Namespace) -> None:
+    ctx = RuleContext.from_profile(get_profile("coding"))
+    print("rule pass: step_rule_scores vs knowlyr's check_redundancy + check_regression + ")
+    print("check_info_utilization; steps/s (median of rounds), knowlyr's time / ours\n")
+    print(f"{'steps':>8}  {'obs chars/step':>14}  {'steplab steps/s':>16}  {'goal':>6}", end="")
+    print(f"  {'knowlyr steps/s':>16}  {'ratio (range)':>20}")
+    rates = {}
+    for n in LENGTHS:
+        pool = [make_steps(n, args.seed + k) for k in range(POOL)]
+        chars = sum(len(s.observation) for s in pool[0]) / n
+        sides = {"steplab": (lambda steps: step_rule_scores(steps, ctx), pool)}
+        if knowlyr_rules is not None and (n <= KNOWLYR_MAX or args.full):
+            theirs = [[{"tool": s.tool, "params": s.params, "output": s.observation}
+                       for s in steps] for steps in pool]  # fmt: skip
+            sides["knowlyr"] = (_knowlyr_rules, theirs)
+        seconds = interleaved(sides, args.rounds, _reps(n))
+        rates[n] = rate = _rate(n, seconds["steplab"])
+        line = f"{n:>8,}  {chars:>14.0f}  {rate:>16,.0f}  {'met' if rate >= GOAL else 'MISSED':>6}"
+        print(line + _peer_cells(n, seconds))
+    ratio = rates[LENGTHS[-1]] / rates[LENGTHS[0]]
+    print(f"steps/s at {LENGTHS[-1]:,} vs {LENGTHS[0]:,} steps: {ratio:.2f} (1.0 = linear)")
+    met = all(r >= GOAL for r in rates.values())
+    print(f"rule pass >= {GOAL:,} steps/s at every length: {'MET' if met else 'NOT MET'}\n")
+
+
+def _peer_cells(n: int, seconds: dict[str, list[float]], ours: str = "steplab") -> str:
+    if "knowlyr" not in seconds:
+        why = "not installed" if knowlyr_rules is None else "skipped: quadratic (--full)"
+        return f"  {'-':>16}  {why:>20}"
+    median, low, high = _ratio(seconds, ours, "knowlyr")
+    spread = f"{median:.2f}x ({low:.2f}-{high:.2f})"
+    return f"  {_rate(n, seconds['knowlyr']):>16,.0f}  {spread:>20}"
+
+
+def end_to_end_table(args: argparse.Namespace) -> None:
+    profile = get_profile("coding")
+    config = RewardConfig.for_profile(profile)
+    engine = None
+    if knowlyr_rules is not None:
+        engine = RewardEngine(KnowlyrConfig(rule_weight=1.0, model_weight=0.0, domain="coding"))
+    print("end-to-end, rules only: score_trajectory(Trajectory) vs knowlyr RewardEngine.score")
+    print("(a trajectory in, every step's scores out); steps/s (median of rounds)\n")
+    print(
+        f"{'steps':>8}  {'steplab steps/s':>16}  {'knowlyr steps/s':>16}  {'ratio (range)':>20}",
+        end="",
+    )
+    print(f"  {'goal 2x':>7}  {'steplab from dict':>17}  {'its ratio':>9}")
+    met = True
+    for n in LENGTHS:
+        pool = [make_trajectory(n, args.seed + k) for k in range(POOL)]
+        sides = {
+            "steplab": (lambda t: score_trajectory(t, config, profile=profile), pool),
+            "from_dict": (
+                lambda d: score_trajectory(d, config, profile=profile),
+                [t.model_dump(mode="json") for t in pool],
+            ),
+        }
+        if engine is not None and (n <= KNOWLYR_MAX or args.full):
+            sides["knowlyr"] = (engine.score, [knowlyr_trajectory(t) for t in pool])
+            _check_same_steps(pool[0], config, profile, engine)
+        seconds = interleaved(sides, args.rounds, _reps(n))
+        line = f"{n:>8,}  {_rate(n, seconds['steplab']):>16,.0f}" + _peer_cells(n, seconds)
+        if "knowlyr" in seconds:
+            ok = _ratio(seconds, "steplab", "knowlyr")[0] >= 2.0
+            met = met and ok
+            dict_ratio = f"{_ratio(seconds, 'from_dict', 'knowlyr')[0]:.2f}x"
+        else:
+            ok, dict_ratio = None, "-"
+        line += f"  {'-' if ok is None else 'met' if ok else 'MISSED':>7}"
+        print(line + f"  {_rate(n, seconds['from_dict']):>17,.0f}  {dict_ratio:>9}")
+    if engine is not None:
+        print(
+            f"end-to-end >= 2x knowlyr-reward at every length timed: {'MET' if met else 'NOT MET'}"
+        )
+
+
+def _check_same_steps(trajectory: Trajectory, config, profile, engine) -> None:
+    """Both score every step (the same work: a trajectory in, a score per step out)."""
+    ours = score_trajectory(trajectory, config, profile=profile)
+    theirs = engine.score(knowlyr_trajectory(trajectory))
+    assert len(ours.steps) == len(theirs.step_rewards) == len(trajectory.steps)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--peer", action="store_true", help="also time knowlyr's algorithm")
+    parser.add_argument("--full", action="store_true", help="time knowlyr at 10,000 steps too")
+    parser.add_argument("--only", choices=("rules", "e2e"), help="one table only")
     args = parser.parse_args()
-
-    ctx = RuleContext.from_profile(get_profile("coding"))
-    print("rule layer: step_rule_scores (redundancy, regression, info use) on coding trajectories")
-    print(f"goal: >= {GOAL:,} steps/s at every length; best of {args.repeats} repeats\n")
-    print(f"{'steps':>8}  {'obs chars/step':>14}  {'steps/s':>12}  goal", end="")
-    print(f"  {'knowlyr-shaped steps/s':>22}" if args.peer else "")
-    rates: dict[int, float] = {}
-    for n in LENGTHS:
-        steps = make_steps(n, args.seed)
-        chars = sum(len(s.observation) for s in steps) / n
-        rate = best_rate(lambda s: step_rule_scores(s, ctx), steps, args.repeats)
-        rates[n] = rate
-        line = f"{n:>8,}  {chars:>14.0f}  {rate:>12,.0f}  {'met' if rate >= GOAL else 'MISSED'}"
-        if args.peer:
-            peer = best_rate(_knowlyr_like, steps, 3) if n <= 1_000 else None
-            line += f"  {peer:>22,.0f}" if peer else f"  {'(skipped: quadratic)':>22}"
-        print(line)
-    sample = step_rule_scores(make_steps(1_000, args.seed), ctx)
-    fired = {
-        rule: sum(x[rule] < 1.0 for x in sample)
-        for rule in ("redundancy", "regression", "info_use")
-    }
-    print(
-        "\nsteps scoring below 1.0 in the 1,000-step trajectory: "
-        + ", ".join(f"{rule} {count}" for rule, count in fired.items())
-    )
-    ratio = rates[LENGTHS[-1]] / rates[LENGTHS[0]]
-    print(f"steps/s at {LENGTHS[-1]:,} vs {LENGTHS[0]:,} steps: {ratio:.2f} (1.0 = linear)")
-    met = all(r >= GOAL for r in rates.values())
-    print(f"goal >= {GOAL:,} steps/s at every length: {'MET' if met else 'NOT MET'}")
+    if knowlyr_rules is None:
+        print("knowlyr-reward is not installed (pip install knowlyr-reward): Steplab alone\n")
+    if args.only != "e2e":
+        rule_pass_table(args)
+    if args.only != "rules":
+        end_to_end_table(args)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,18 @@
-"""Per-call overhead of the local sandbox backend over a bare ``subprocess.run``.
+"""Per-call overhead of the local sandbox backend over bare bubblewrap with the same arguments.
 
     python bench/sandbox_overhead.py [--runs 200]
 
-Runs ``/bin/true`` and ``echo hi`` (argv, no shell) N times each, bare and through
-``LocalSandbox.exec`` (bubblewrap + cgroup + rlimits where this machine has them), and prints
-the mean milliseconds per call and the ratio local/bare.
+Runs ``/bin/true`` and ``echo hi`` (argv, no shell) N times each, interleaved round by round:
+
+* ``bare``: a plain ``subprocess.run`` (no isolation at all);
+* ``bwrap``: bubblewrap alone with exactly the sandbox's command line (the same namespaces,
+  mounts and environment: :func:`~trainer_core.sandboxes.local.command.command_line` of the same
+  workspace), run with ``subprocess.run`` in a new session;
+* ``local``: ``LocalSandbox.exec`` (that bubblewrap command line, plus the sandbox's cgroups,
+  rlimits, the wall-time watch and output capture).
+
+It prints the mean and median milliseconds per call and the ratio local/bwrap (the goal:
+within 1.5x), then the docker backend's cost per exec and a scripted coding episode's.
 """
 
 from __future__ import annotations
@@ -18,19 +26,60 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from trainer_core.sandboxes.local import LocalSandbox  # noqa: E402
+from trainer_core.sandboxes.local import LocalSandbox, host_support  # noqa: E402
+from trainer_core.sandboxes.local.command import command_line  # noqa: E402
+from trainer_core.sandboxes.shared import command_env  # noqa: E402
 
 COMMANDS = {"/bin/true": ["/bin/true"], "echo hi": ["echo", "hi"]}
+COLUMNS = ("bare", "bwrap", "local")
 
 
 def _mean_ms(fn, runs: int) -> float:
     fn()  # warm up
-    samples = []
+    return statistics.fmean(_ms(fn) for _ in range(runs))
+
+
+def _ms(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1000
+
+
+def _callers(sandbox: LocalSandbox, argv: list[str]) -> dict:
+    """The three ways of running ``argv`` (see the module's docstring)."""
+    workspace = sandbox.workspace
+    bwrap = host_support().bwrap
+    isolated_argv = command_line(bwrap, workspace, argv, network=sandbox.limits.network)
+    env = command_env(True, workspace)
+
+    def bare():
+        subprocess.run(argv, capture_output=True, check=True)  # noqa: S603
+
+    def bwrap_alone():
+        subprocess.run(  # noqa: S603
+            isolated_argv, capture_output=True, check=True, cwd=workspace, env=env,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def local():
+        result = sandbox.exec(argv)
+        assert result.ok, result
+
+    return {"bare": bare, "bwrap": bwrap_alone, "local": local}
+
+
+def measure(sandbox: LocalSandbox, runs: int) -> dict[str, dict[str, list[float]]]:
+    """command label -> column -> the milliseconds of each call (rounds interleaved)."""
+    callers = {label: _callers(sandbox, argv) for label, argv in COMMANDS.items()}
+    samples = {label: {column: [] for column in COLUMNS} for label in COMMANDS}
+    for fns in callers.values():
+        for fn in fns.values():
+            fn()  # warm up
     for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.fmean(samples)
+        for label, fns in callers.items():
+            for column in COLUMNS:
+                samples[label][column].append(_ms(fns[column]))
+    return samples
 
 
 def main() -> int:
@@ -40,30 +89,26 @@ def main() -> int:
 
     with LocalSandbox() as sandbox:
         info = sandbox.info
-        rows = []
-        for label, argv in COMMANDS.items():
+        if not info.isolated:
+            print(f"bubblewrap is not usable here ({info.details['bwrap']}): nothing to compare")
+            return 1
+        samples = measure(sandbox, args.runs)
 
-            def bare(argv=argv):
-                subprocess.run(argv, capture_output=True, check=True)  # noqa: S603
-
-            def local(argv=argv):
-                result = sandbox.exec(argv)
-                assert result.ok, result
-
-            bare_ms = _mean_ms(bare, args.runs)
-            local_ms = _mean_ms(local, args.runs)
-            rows.append((label, bare_ms, local_ms))
-
-    isolation = "bubblewrap" if info.isolated else "NOT isolated (no working bwrap)"
     cgroups = [c for c in ("memory", "pids") if info.details.get(f"cgroup_{c}")]
-    print(f"local backend: {isolation}; cgroups: {', '.join(cgroups) or 'none'}; rlimits")
-    print(f"{args.runs} runs per command, mean per call")
-    print(f"{'command':<12} {'bare ms':>9} {'local ms':>9} {'overhead ms':>12} {'local/bare':>11}")
-    for label, bare_ms, local_ms in rows:
-        print(
-            f"{label:<12} {bare_ms:>9.2f} {local_ms:>9.2f} {local_ms - bare_ms:>12.2f} "
-            f"{local_ms / bare_ms:>10.1f}x"
-        )
+    print(
+        f"local backend: bubblewrap; cgroup {info.details['cgroup_version'] or '-'} "
+        f"({', '.join(cgroups) or 'none'}); rlimits"
+    )
+    print(f"{args.runs} interleaved rounds per command; ms per call, mean / median")
+    header = "".join(f"{c + ' ms':>16}" for c in COLUMNS)
+    print(f"{'command':<10}{header} {'local/bwrap':>18}")
+    for label, columns in samples.items():
+        means = {c: statistics.fmean(v) for c, v in columns.items()}
+        medians = {c: statistics.median(v) for c, v in columns.items()}
+        cells = "".join(f"{means[c]:>8.2f} /{medians[c]:>6.2f}" for c in COLUMNS)
+        ratio_mean = means["local"] / means["bwrap"]
+        ratio_median = medians["local"] / medians["bwrap"]
+        print(f"{label:<10}{cells} {ratio_mean:>8.2f}x /{ratio_median:>5.2f}x")
     print(_docker_per_exec())
     episodes, steps, seconds = _scripted_coding_episodes()
     print(

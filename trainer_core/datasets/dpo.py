@@ -36,6 +36,7 @@ from trainer_core.datasets.items import (
     prompt_length,
     source_column,
     tools_column,
+    turn_views,
 )
 from trainer_core.errors import InputError
 
@@ -58,7 +59,8 @@ def dpo_records(
                 "and a dict"
             ) from None
         info = dict(info or {})
-        chosen_steps, rejected_steps = item_steps(chosen), item_steps(rejected)
+        chosen_steps = turn_views(item_steps(chosen))
+        rejected_steps = turn_views(item_steps(rejected))
         if not chosen_steps or not rejected_steps:
             stats.skip("no_steps")
             continue

@@ -12,6 +12,9 @@ Alignment
     ``Step.index``, as :func:`~trainer_core.policies.chat_format.trajectory_to_messages` does,
     and carry the ids, rewards and labels along, so every row names the database ids of the steps
     it holds, in the order they appear in the row. Without ``step_ids`` the step indexes stand in.
+    A row's steps are the agent's own turns — tool steps and assistant messages, one per
+    ``assistant`` message of the rendered conversation, in order (:func:`items_with_steps`); user
+    and system message steps are part of the conversation but carry no step reward or label.
 
 System prompt
     A row's system message is ``item.system`` when it is given (``""`` means none), else, when the
@@ -46,6 +49,8 @@ __all__ = [
     "item_steps",
     "items_with_steps",
     "item_system",
+    "turn_views",
+    "assistant_positions",
     "opt_float",
     "prompt_length",
     "source_column",
@@ -234,13 +239,22 @@ def item_steps(item: ExportItem) -> list[StepView]:
     return views
 
 
+def turn_views(views: Sequence[StepView]) -> list[StepView]:
+    """The views of the agent's own turns (tool steps and assistant messages), in order: one per
+    ``assistant`` message of the rendered conversation."""
+    from trainer_core.recording.schema import is_assistant_turn
+
+    return [v for v in views if is_assistant_turn(v.step)]
+
+
 def items_with_steps(
     items: Iterable[ExportItem], stats: ExportStats
 ) -> Iterator[tuple[ExportItem, list[StepView]]]:
-    """Each item with its steps (:func:`item_steps`); an item without steps is left out and
-    counted in ``stats`` as ``no_steps``."""
+    """Each item with the views of its assistant turns (:func:`item_steps`,
+    :func:`turn_views`); an item without any is left out and counted in ``stats`` as
+    ``no_steps``."""
     for item in items:
-        steps = item_steps(item)
+        steps = turn_views(item_steps(item))
         if not steps:
             stats.skip("no_steps")
             continue
@@ -267,9 +281,18 @@ def item_messages(item: ExportItem) -> list[dict[str, Any]]:
 
 
 def prompt_length(messages: Sequence[Mapping[str, Any]]) -> int:
-    """How many leading messages are the prompt: the system message (when there is one) and the
-    task's user message. Every step after them is two messages (the action, the observation)."""
-    return 2 if messages and messages[0].get("role") == "system" else 1
+    """How many leading messages are the prompt: every message before the first assistant
+    message (the system message when there is one and the task's user message; a dialogue's
+    opening turns)."""
+    for position, message in enumerate(messages):
+        if message.get("role") == "assistant":
+            return position
+    return len(messages)
+
+
+def assistant_positions(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The positions of the assistant messages: one per assistant turn, in order."""
+    return [n for n, m in enumerate(messages) if m.get("role") == "assistant"]
 
 
 def tool_schemas(tools: Sequence[Any] | None) -> list[dict[str, Any]]:

@@ -8,9 +8,11 @@
 
 Texts are rendered with the one chat format (:func:`~trainer_core.policies.chat_format.render`),
 so a reward model reads exactly what the policy wrote and saw. ``prompt`` is the system and user
-messages. Completion ``i`` is the observation of step ``i-1`` (a ``tool`` turn, or a ``user``
-turn for an output that was not an action; none before the first step) followed by the action of
-step ``i`` (an ``assistant`` turn), without the final newline: the label at the end of completion
+messages. Completion ``i`` is what came back after the agent's turn ``i-1`` (the observation: a
+``tool`` turn, or a ``user`` turn for an output that was not an action; in a dialogue also the
+user's and system's messages; nothing before the first turn but the dialogue's own) followed by
+the agent's turn ``i`` (an ``assistant`` message: a tool call, or a reply of a dialogue), without
+the final newline: the label at the end of completion
 ``i`` judges action ``i`` given everything before it, and never sees the action's own result.
 Joined with TRL's default ``step_separator`` ("\\n"), ``prompt + "".join(c + "\\n" for c in
 completions)`` is the rendered conversation up to the last labelled action.
@@ -32,6 +34,7 @@ from typing import Any
 from trainer_core.datasets.items import (
     ExportItem,
     ExportStats,
+    assistant_positions,
     item_messages,
     items_with_steps,
     prompt_length,
@@ -73,10 +76,11 @@ def prm_records(
             stats.skip("cut_steps", len(steps) - kept)
         messages = item_messages(item)
         n = prompt_length(messages)
+        actions = assistant_positions(messages)  # turn i is messages[actions[i]]
         completions = []
         for i in range(kept):
-            action = n + 2 * i  # step i is messages[action] (its action), then its observation
-            turns = messages[action - 1 : action + 1] if i else messages[action : action + 1]
+            start = actions[i - 1] + 1 if i else n  # what came back since the previous action
+            turns = messages[start : actions[i] + 1]
             completions.append(render(turns).removesuffix("\n"))
         stats.rows += 1
         yield {

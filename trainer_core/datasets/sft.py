@@ -6,15 +6,18 @@
      "tools": "[{...}]" | None,    # function schemas as JSON text (TRL json.loads it)
      "trajectory_id": 7, "step_ids": [31, 32],   # step ids in the order of the assistant turns
      "step_rewards": [0.9, None],  # per assistant turn (reward model; None: unscored)
-     "difficulty": 2,              # number of steps (for a curriculum)
+     "difficulty": 2,              # number of assistant turns (for a curriculum)
      "reward": 1.0, "task_id": "...", "source": "{...}"}
 
 The messages are exactly those of the one chat format: a ``system`` message (see
 :mod:`.items`), the task's ``user`` message, then per step an ``assistant`` message whose
 ``tool_calls`` hold the action (``arguments`` as a JSON string, the OpenAI schema) and a ``tool``
 message with the observation; a step whose output was not an action is an ``assistant`` message
-with the raw text and a ``user`` message with the error. Step ``i`` (by index) is assistant turn
-``i``, so ``step_ids[i]`` and ``step_rewards[i]`` belong to the ``i``-th assistant message.
+with the raw text and a ``user`` message with the error. A trajectory with message steps (schema
+1.1) is its dialogue as it happened: user, assistant and system messages in their place. The
+``i``-th assistant turn (a tool step or an assistant message, by index) is the ``i``-th assistant
+message, so ``step_ids[i]`` and ``step_rewards[i]`` belong to it; user and system messages have
+no entry.
 
 ``fmt="knowlyr"`` (the records knowlyr-hub's ``export_sft`` writes and knowlyr-trainer reads)::
 
@@ -28,7 +31,8 @@ with the raw text and a ``user`` message with the error. Step ``i`` (by index) i
 
 knowlyr renders an action as ``tool(<params as JSON>)`` (the bare tool name when there are no
 params) and leaves out empty Thought/Observation lines; a step that was not an action shows its
-raw output as the action. Its trainer parses this text back into steps (``Step N:`` blocks).
+raw output as the action; an assistant message is the action ``respond({"content": ...})``
+(tau-bench's name for a reply to the user). Its trainer parses this text back into steps (``Step N:`` blocks).
 
 A trajectory without steps has nothing to train on: it is left out (reason ``no_steps``).
 """
@@ -103,6 +107,8 @@ def _messages_record(item: ExportItem, steps: list[StepView]) -> dict[str, Any]:
 def _knowlyr_action(view: StepView) -> str:
     from trainer_core.policies.chat_format import step_to_turn
 
+    if view.step.kind == "message":
+        return f"respond({json.dumps({'content': view.step.text}, ensure_ascii=False)})"
     turn = step_to_turn(view.step)
     if turn.action is None:
         return (turn.raw or "").strip()

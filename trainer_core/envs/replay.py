@@ -63,6 +63,8 @@ def replay(
         )
         report = ReplayReport(steps_compared=0)
         for step in trajectory.steps:
+            if step.kind == "message":  # a dialogue turn: no action to replay
+                continue
             action = {"tool": step.tool, "params": step.params}
             ts = env.step(action)
             report.observations.append(ts.observation)

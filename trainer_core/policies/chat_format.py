@@ -13,7 +13,10 @@ Messages
     observation. A turn whose output was not an action (``Turn.action is None``) becomes an
     ``assistant`` message with the raw text and a ``user`` message with the observation (the error).
     :func:`trajectory_to_messages` does the same for a stored
-    :class:`~trainer_core.recording.schema.Trajectory`.
+    :class:`~trainer_core.recording.schema.Trajectory`; its message steps (schema 1.1) are
+    messages of their own role in their place (an assistant message: its thought, then its
+    text), and its system message steps at the start are the system message unless ``system`` is
+    given.
 
 Text (for local models; ChatML with Hermes/Qwen-style tool-call tags)::
 
@@ -206,13 +209,52 @@ def trajectory_to_messages(
 ) -> list[dict[str, Any]]:
     """A stored trajectory as chat messages: ``task.prompt``, then each step as a turn (see
     :func:`step_to_turn`). Pass the same ``system`` the policy was prompted with (for a local
-    model, ``system_prompt(tools)``) so training sees what the policy saw."""
+    model, ``system_prompt(tools)``) so training sees what the policy saw.
+
+    With message steps (schema 1.1) the dialogue is rendered as it happened: each message step is
+    a message of its role in its place — an assistant message's content is its thought and its
+    text, like the thought before a tool call — and each tool step an ``assistant`` message with
+    its tool call and a ``tool`` message with the observation (``call_<i>``, ``i`` counting the
+    tool steps). The system message steps before everything else are the system message, unless
+    ``system`` is given (it replaces them); the task's prompt opens the dialogue only when no
+    user message comes first."""
     steps = sorted(trajectory.steps, key=lambda s: s.index)
-    return to_messages(
-        prompt=trajectory.task.prompt,
-        history=[step_to_turn(s) for s in steps],
-        system=system,
-    )
+    if not any(s.kind == "message" for s in steps):
+        return to_messages(
+            prompt=trajectory.task.prompt,
+            history=[step_to_turn(s) for s in steps],
+            system=system,
+        )
+    lead = 0
+    while lead < len(steps) and steps[lead].kind == "message" and steps[lead].role == "system":
+        lead += 1
+    messages: list[dict[str, Any]] = []
+    if system:
+        messages.append({"role": "system", "content": system})
+    else:
+        messages += [{"role": "system", "content": s.text} for s in steps[:lead]]
+    rest = steps[lead:]
+    if not (rest and rest[0].kind == "message" and rest[0].role == "user"):
+        messages.append({"role": "user", "content": trajectory.task.prompt})
+    tool_turns = [step_to_turn(s) for s in rest if s.kind != "message"]
+    tool_messages = iter(_pairs(to_messages(prompt="", history=tool_turns)[1:]))
+    for step in rest:
+        if step.kind == "message":
+            messages.append({"role": step.role, "content": _message_content(step)})
+        else:
+            messages += next(tool_messages)
+    return messages
+
+
+def _message_content(step: Step) -> str:
+    if step.role == "assistant" and step.thought:
+        return f"{step.thought}\n{step.text}" if step.text else step.thought
+    return step.text
+
+
+def _pairs(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The messages of :func:`to_messages` after the prompt, two per turn."""
+    return [messages[i : i + 2] for i in range(0, len(messages), 2)]
 
 
 def _tool_dict(tool: Any) -> dict[str, Any]:

@@ -3,7 +3,10 @@
 :func:`align_steps` runs a Needleman–Wunsch global alignment over two step sequences, keyed on
 each step's ``(tool, params)``. It accepts anything with ``tool``, ``params``, ``observation``
 and ``reward`` attributes (the pydantic :class:`~trainer_core.recording.schema.Step`, Django
-rows, test stand-ins).
+rows, test stand-ins). A message step (schema 1.1: ``kind == "message"``, with ``role`` and
+``text``) is keyed as the "tool" ``message:<role>`` with the params ``{"text": ...}``: a user
+message pairs with a user message, a reply with a reply, and two replies whose texts differ are
+a ``changed_text`` row (a message never pairs as the same step with a tool call).
 
 Scoring (higher is better; the alignment maximises the total):
 
@@ -75,7 +78,15 @@ BAND_THRESHOLD = 200
 FUZZY_BUDGET = 3000
 """Most same-tool/different-params cells scored with SequenceMatcher (else the bigram proxy)."""
 
-KINDS = ("same", "changed_observation", "changed_params", "different", "left_only", "right_only")
+KINDS = (
+    "same",
+    "changed_observation",
+    "changed_params",
+    "changed_text",
+    "different",
+    "left_only",
+    "right_only",
+)
 
 _DIAG, _UP, _LEFT = 0, 1, 2  # traceback moves: pair, left_only, right_only
 _NEG_INF = float("-inf")
@@ -136,7 +147,20 @@ class Alignment:
 # --------------------------------------------------------------------------- similarity
 
 
+def _is_message(step: Any) -> bool:
+    return getattr(step, "kind", "tool") == "message"
+
+
+def _tool_of(step: Any) -> Any:
+    """What pairs with what: the tool, or ``message:<role>`` for a message step."""
+    if _is_message(step):
+        return f"message:{getattr(step, 'role', '')}"
+    return getattr(step, "tool", None)
+
+
 def _params_of(step: Any) -> Mapping[str, Any]:
+    if _is_message(step):
+        return {"text": getattr(step, "text", "") or ""}
     params = getattr(step, "params", None)
     return params if isinstance(params, Mapping) else {}
 
@@ -211,7 +235,7 @@ def _items_similarity(
 
 def step_similarity(left: Any, right: Any) -> float:
     """The pair score used by :func:`align_steps`: 1.0, 0.5 + 0.4 × J, or 0.0."""
-    if getattr(left, "tool", None) != getattr(right, "tool", None):
+    if _tool_of(left) != _tool_of(right):
         return 0.0
     lp, rp = _params_of(left), _params_of(right)
     if _json(lp) == _json(rp):
@@ -234,7 +258,7 @@ def align_steps(left: Sequence[StepLike], right: Sequence[StepLike]) -> Alignmen
     def ids(steps: list[Any]) -> tuple[list[int], list[int]]:
         tools, keys = [], []
         for step in steps:
-            tool = getattr(step, "tool", None)
+            tool = _tool_of(step)
             tools.append(tool_ids.setdefault(tool, len(tool_ids)))
             key = (tool, _json(_params_of(step)))
             keys.append(key_ids.setdefault(key, len(key_ids)))
@@ -275,7 +299,7 @@ def align_steps(left: Sequence[StepLike], right: Sequence[StepLike]) -> Alignmen
         elif ltools[li] != rtools[ri]:
             kind = "different"
         elif lkeys[li] != rkeys[ri]:
-            kind = "changed_params"
+            kind = "changed_text" if _is_message(left[li]) else "changed_params"
         elif (getattr(left[li], "observation", "") or "") == (
             getattr(right[ri], "observation", "") or ""
         ):

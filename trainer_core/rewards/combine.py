@@ -154,7 +154,13 @@ def step_total(
 
 def process_score(step_totals: Iterable[float | None]) -> float | None:
     """The mean of the step totals that exist; None when none does."""
-    values = [v for v in (_score(t) for t in step_totals) if v is not None]
+    values = []
+    for total in step_totals:
+        if type(total) is not float or not math.isfinite(total):
+            total = _score(total)  # a float already, unless it is not a finite number
+            if total is None:
+                continue
+        values.append(total)
     return sum(values) / len(values) if values else None
 
 

@@ -321,8 +321,9 @@ def _failure_in_text(observation: str, runs_code: bool) -> str | None:
         head = observation[:60].lstrip(" \t\r\n[")
         if head[:1] in _FAILED_INITIALS and head.lower().startswith(_FAILED_HEADS):
             return f"the observation reports an error: {_short(head, 60)}"
+    head = observation[:_HEAD]
     for needle in _FAILED_ANYWHERE:
-        if observation.find(needle, 0, _HEAD) >= 0:
+        if needle in head:
             return f"the observation says {needle.lower()!r}"
     end = observation[-_END:]
     if "xit" in end or "eturncode" in end or "eturn code" in end:

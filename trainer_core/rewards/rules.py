@@ -126,6 +126,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainer_core.recording.schema import context_messages
 from trainer_core.rewards.evidence import (
     Grounding,
     answer_of,
@@ -138,6 +139,7 @@ from trainer_core.rewards.evidence import (
     scan_words,
     uses_seen,
 )
+from trainer_core.rewards.outcome import outcome_score
 
 __all__ = [
     "ANSWER_UNGROUNDED",
@@ -600,6 +602,7 @@ class InfoUseRule:
         "line_names",
         "named",
         "observed",
+        "observed_pending",
         "seen",
         "unchecked",
     )
@@ -611,7 +614,8 @@ class InfoUseRule:
         self.unchecked: list[list[bytes]] = []  # words not yet checked for that
         self.grounding = Grounding()  # the same words, for checking answers
         self.named: set[bytes] = set()  # the names the request states (prompt, user turns)
-        self.observed: set[bytes] = set()  # the words of earlier observations
+        self.observed: set[bytes] = set()  # the words of earlier observations (see offered())
+        self.observed_pending: list[str] = []  # ... of those not read into it yet
         self.line_names: dict[bytes, set[bytes]] = {}  # identifier -> names on its last line
 
     def observe(self, text: Any) -> None:
@@ -626,6 +630,15 @@ class InfoUseRule:
         self.grounding.pending.append(text)
         if not self.informative_seen:
             self.unchecked.append(words)
+
+    def offered(self) -> set[bytes]:
+        """The words of earlier observations (what they offered), read only when a read needs
+        them (the near-duplicate check): each text once more at most, so still linear."""
+        if self.observed_pending:
+            for text in self.observed_pending:
+                self.observed.update(scan_words(text))
+            self.observed_pending.clear()
+        return self.observed
 
     def _informative_seen(self) -> bool:
         if not self.informative_seen:  # each text's words are checked once
@@ -643,7 +656,9 @@ class InfoUseRule:
         """The info use of one step; then remembers the words of its observation for the steps
         after it."""
         info_use = 1.0
-        words = scan_words(observation if type(observation) is str else str(observation or ""))
+        if type(observation) is not str:
+            observation = str(observation or "")
+        words = scan_words(observation)
         if not self.seen:
             pass  # nothing seen yet: nothing to use
         elif category == "read":
@@ -651,7 +666,7 @@ class InfoUseRule:
             if self.named:
                 for word in scan_words("\n".join(param_leaves(params))):
                     chosen.update(self.line_names.get(word, ()))
-            twin = near_miss_read(words, chosen, self.named, self.observed)
+            twin = near_miss_read(words, chosen, self.named, self.offered()) if chosen else None
             if twin is not None:
                 info_use = NEAR_MISS_READ
                 if why is not None:
@@ -676,10 +691,10 @@ class InfoUseRule:
         self.acted = True
         if words:  # this step's own observation counts from the next step on (observe())
             self.seen.update(words)
-            self.observed.update(words)
+            self.observed_pending.append(observation)
             if self.named:
-                names_by_id(str(observation), self.line_names)
-            self.grounding.pending.append(str(observation))
+                names_by_id(observation, self.line_names)
+            self.grounding.pending.append(observation)
             if not self.informative_seen:
                 self.unchecked.append(words)
         return info_use
@@ -703,14 +718,16 @@ def rubric_value(scores: Mapping[str, float], rule: str) -> float:
 
 def trajectory_texts(trajectory: Any) -> list[tuple[int, str]]:
     """What the agent of ``trajectory`` (a Trajectory) saw besides observations, as
-    ``(before_step, text)``: the task prompt before step 0, then each user or system turn of
-    ``metadata["dialogue"]`` before the step it precedes. The ``context`` of
-    :func:`step_rule_scores`."""
+    ``(before_step, text)``: the task prompt before step 0, then each user or system message
+    step before the tool step it precedes (:func:`~trainer_core.recording.schema.context_messages`)
+    and each user or system turn of a 1.0 ``metadata["dialogue"]``. The ``context`` of
+    :func:`step_rule_scores` (which is given the tool steps)."""
     texts: list[tuple[int, str]] = []
     task = getattr(trajectory, "task", None)
     prompt = getattr(task, "prompt", None)
     if isinstance(prompt, str) and prompt:
         texts.append((0, prompt))
+    texts += context_messages(getattr(trajectory, "steps", None) or ())
     metadata = getattr(trajectory, "metadata", None) or {}
     for turn in metadata.get("dialogue") or ():
         if isinstance(turn, Mapping) and turn.get("role") in ("user", "system"):
@@ -799,87 +816,3 @@ def efficiency(steps_count: int, reference_steps: int | float | None) -> float |
     if steps_count <= 0:
         return 0.0
     return min(1.0, reference / steps_count)
-
-
-_MISSING = object()
-
-
-def _field(outcome: Any, name: str | None) -> Any:
-    if not name:
-        return None
-    if isinstance(outcome, Mapping):
-        value = outcome.get(name, _MISSING)
-        metadata = outcome.get("metadata")
-    else:
-        value = getattr(outcome, name, _MISSING)
-        metadata = getattr(outcome, "metadata", None)
-    if (value is _MISSING or value is None) and isinstance(metadata, Mapping):
-        value = metadata.get(name)
-    return None if value is _MISSING else value
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def _clamp(value: float) -> float:
-    return 0.0 if value < 0 else 1.0 if value > 1 else value
-
-
-def outcome_score(outcome: Any, spec: Any = None) -> float | None:
-    """The outcome part of a trajectory's reward, in 0..1, or None when unknown.
-
-    ``outcome``: a recording :class:`~trainer_core.recording.schema.Outcome`, an outcome checker's
-    :class:`~trainer_core.tasks.checkers.Outcome`, or a dict (fields are also looked up in its
-    ``metadata``). ``spec``: the profile's :class:`~trainer_core.envs.profiles.OutcomeSpec`;
-    None reads knowlyr's fields (``partial_credit``, ``tests_passed / tests_total``,
-    ``success``). In order, the first that is known:
-
-    1. partial credit (``spec.partial_credit_field``), clamped to 0..1;
-    2. ``score_field / total_field`` when both are numbers and the total is above 0 (a missing
-       ``tests_total`` is ``tests_passed + tests_failed``); a ``score_field`` without a
-       ``total_field`` is read as a 0..1 score;
-    3. the outcome's own 0..1 ``score`` (the outcome checker's grade);
-    4. success (``spec.success_field``): 1.0 or 0.0.
-    """
-    if outcome is None:
-        return None
-    if spec is None:  # knowlyr's fields
-        partial_field, score_field, total_field, success_field = (
-            "partial_credit",
-            "tests_passed",
-            "tests_total",
-            "success",
-        )
-    else:
-        partial_field = spec.partial_credit_field
-        score_field, total_field = spec.score_field, spec.total_field
-        success_field = spec.success_field
-
-    partial = _number(_field(outcome, partial_field))
-    if partial is not None:
-        return _clamp(partial)
-    if score_field:
-        score = _number(_field(outcome, score_field))
-        if score is not None:
-            if total_field:
-                total = _number(_field(outcome, total_field))
-                if total is None and total_field == "tests_total":
-                    failed = _number(_field(outcome, "tests_failed"))
-                    if failed is not None and score_field == "tests_passed":
-                        total = score + failed
-                if total is not None and total > 0:
-                    return _clamp(score / total)
-            else:
-                return _clamp(score)
-    if score_field != "score":
-        score = _number(_field(outcome, "score"))
-        if score is not None:
-            return _clamp(score)
-    success = _field(outcome, success_field)
-    if isinstance(success, bool):
-        return 1.0 if success else 0.0
-    return None

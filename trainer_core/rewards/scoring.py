@@ -46,7 +46,13 @@ from typing import Any, NamedTuple
 
 from trainer_core.errors import ConfigError
 from trainer_core.recording.importers import import_path
-from trainer_core.recording.schema import Trajectory, as_trajectory
+from trainer_core.recording.schema import (
+    Step,
+    Trajectory,
+    as_trajectory,
+    is_assistant_turn,
+    is_message,
+)
 from trainer_core.rewards.combine import (
     LayerWeights,
     TotalWeights,
@@ -247,16 +253,44 @@ class RewardConfig:
 
     def fingerprint(self) -> str:
         """16 hex digits of the SHA-256 of the canonical JSON of :meth:`to_dict`: equal configs
-        give equal fingerprints, any change of a weight, rubric or evaluator a new one."""
-        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        give equal fingerprints, any change of a weight, rubric or evaluator a new one. (Worked
+        out once, and again after the config changed: it is stamped on every score.)"""
+        derived = self._derived()
+        value = derived.get("fingerprint")
+        if value is None:
+            text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+            value = derived["fingerprint"] = hashlib.sha256(text.encode()).hexdigest()[:16]
+        return value
+
+    def _derived(self) -> dict[str, Any]:
+        """What is worked out from this config once (the fingerprint, the step weights), kept
+        while what it is worked out from — rubrics, layers, totals, profile, calibration — stays
+        the same (compared each time; the same objects compare at once)."""
+        key = (self.profile, tuple(self.rubrics), self.layers, self.totals, self.calibration)
+        derived = self.__dict__.get("_derived_values")
+        if derived is None or derived["key"] != key:
+            derived = self.__dict__["_derived_values"] = {"key": key}
+        return derived
+
+    def step_weights(self) -> tuple[tuple[str, float], ...]:
+        """(rubric id, rubric weight × its layer's weight) of the rubrics with a weight above 0,
+        in the rubrics' order: what :func:`~trainer_core.rewards.combine.step_total` sums."""
+        derived = self._derived()
+        weights = derived.get("step_weights")
+        if weights is None:
+            pairs = ((r.id, r.weight * self.layers.weight(r.evaluator)) for r in self.rubrics)
+            weights = derived["step_weights"] = tuple((i, w) for i, w in pairs if w > 0)
+        return weights
 
 
 # --- results -------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class RubricScore:
+    """One rubric's score on one step. Immutable: a scoring pass gives the steps that score
+    alike the same object."""
+
     value: float | None
     """0..1, or None: unscored."""
     layer: str
@@ -266,7 +300,12 @@ class RubricScore:
     """The judge did not see this step and filled it from its neighbours."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "value": self.value,
+            "layer": self.layer,
+            "rationale": self.rationale,
+            "interpolated": self.interpolated,
+        }
 
 
 @dataclass
@@ -391,6 +430,19 @@ def _unscored_reason(
     return "no rubric could be scored on any step"
 
 
+def _is_message(step: Any) -> bool:
+    """:func:`~trainer_core.recording.schema.is_message`, at once for a Step (the steps of a
+    Trajectory are)."""
+    return step.kind == "message" if type(step) is Step else is_message(step)
+
+
+def _is_assistant_turn(step: Any) -> bool:
+    """:func:`~trainer_core.recording.schema.is_assistant_turn`, at once for a Step."""
+    if type(step) is Step:
+        return step.kind != "message" or step.role == "assistant"
+    return is_assistant_turn(step)
+
+
 class _RuleLayer:
     """The rule layer's scores of one trajectory's steps (by position) and why they are below
     1.0; empty when no rubric is rule-evaluated. The rules see the steps and what the agent saw
@@ -399,21 +451,33 @@ class _RuleLayer:
     def __init__(self, trajectory: Trajectory, config: RewardConfig, profile: Any) -> None:
         self.scores: list[dict[str, float]] = []
         self.reasons: list[dict[str, str]] = []
-        steps = trajectory.steps
+        steps = [s for s in trajectory.steps if not _is_message(s)]  # messages: no rule applies
         if steps and any(r.evaluator == "rule" for r in config.rubrics):
-            ctx = RuleContext.from_profile(profile)
+            ctx = rule_context(profile)
             context = trajectory_texts(trajectory)
             self.scores = step_rule_scores(steps, ctx, reasons=self.reasons, context=context)
 
-    def score(self, rubric: Rubric, position: int) -> RubricScore:
-        rule = RULE_FOR_RUBRIC.get(rubric.id)
-        if rule is None:
-            return RubricScore(
-                None, "rule", f"no rule scores {rubric.id!r}; make it model- or human-evaluated"
-            )
-        why = self.reasons[position] if position < len(self.reasons) else {}
-        value = rubric_value(self.scores[position], rule)
-        return RubricScore(value, "rule", _rule_rationale(rule, why))
+
+#: RuleContext of the profiles scored with lately: id(profile) -> (profile, its tool list, how
+#: many tools it had, the context). A profile is not changed once made (the webapp makes a new
+#: one per version); one whose tool list was replaced or grown gets a new context all the same.
+_RULE_CONTEXTS: dict[int, tuple[Any, Any, int, RuleContext]] = {}
+_RULE_CONTEXTS_KEPT = 64
+
+
+def rule_context(profile: Any) -> RuleContext:
+    """``RuleContext.from_profile(profile)``, made once per profile and reused for every
+    trajectory scored with it (with the tool names it inferred)."""
+    tools = getattr(profile, "tools", None)
+    count = len(tools) if tools is not None else 0
+    entry = _RULE_CONTEXTS.get(id(profile))
+    if entry is not None and entry[0] is profile and entry[1] is tools and entry[2] == count:
+        return entry[3]
+    ctx = RuleContext.from_profile(profile)
+    if len(_RULE_CONTEXTS) >= _RULE_CONTEXTS_KEPT:
+        _RULE_CONTEXTS.clear()
+    _RULE_CONTEXTS[id(profile)] = (profile, tools, count, ctx)
+    return ctx
 
 
 class _ModelLayer:
@@ -455,13 +519,22 @@ class _ModelLayer:
     def judgement(self, position: int, step: Any) -> Any:
         return self.judgements.get(position if self.by_position else step.index)
 
+    def fixed_score(self, rubric: Rubric) -> RubricScore | None:
+        """The score of ``rubric`` on every step when it does not depend on the step (it was
+        not sent to the judge, or there is no judge), else None."""
+        if rubric.id not in self.rubric_ids:
+            return _NOT_SENT
+        if self.judge is None:
+            return _NO_JUDGE
+        return None
+
     def score(self, rubric: Rubric, judgement: Any) -> RubricScore:
         if rubric.id not in self.rubric_ids:
-            return RubricScore(None, "model", "weight 0: not sent to the judge")
+            return _NOT_SENT
         if self.judge is None:
-            return RubricScore(None, "model", "no judge was given")
+            return _NO_JUDGE
         if judgement is None:
-            return RubricScore(None, "model", "the judge did not score this step")
+            return _NOT_JUDGED
         raw = (judgement.scores or {}).get(rubric.id)
         value = _judge_value(raw)
         error = getattr(judgement, "error", None)
@@ -478,15 +551,118 @@ class _ModelLayer:
         return RubricScore(value, "model", rationale, interpolated)
 
 
-def _score_step(
-    position: int, step: Any, config: RewardConfig, rules: _RuleLayer, model: _ModelLayer
-) -> StepScore:
-    """One step on every rubric, by its evaluator, and the step total."""
-    judgement = model.judgement(position, step)
+_NOT_SENT = RubricScore(None, "model", "weight 0: not sent to the judge")
+_NO_JUDGE = RubricScore(None, "model", "no judge was given")
+_NOT_JUDGED = RubricScore(None, "model", "the judge did not score this step")
+_HUMAN = RubricScore(None, "human", "human-evaluated: annotators score it")
+
+
+class _StepScorer:
+    """Scores the tool steps of one trajectory. Where each rubric's score comes from is worked
+    out once per config (:func:`_step_plan`): a rule (the rule layer's), the judge (its verdict
+    on the step), or the same score on every step — an unscored one: a model rubric without a
+    judge or with weight 0, a human rubric, a rule rubric that no rule scores."""
+
+    __slots__ = (
+        "alike", "config", "judged", "model", "per_step", "reasons", "scores", "template", "weights"
+    )  # fmt: skip
+
+    def __init__(self, config: RewardConfig, rules: _RuleLayer, model: _ModelLayer) -> None:
+        self.config, self.model = config, model
+        self.scores, self.reasons = rules.scores, rules.reasons
+        self.judged = bool(model.judgements)
+        self.template, self.per_step, self.weights, self.alike = _step_plan(config, model)
+
+    def score(self, position: int, step: Any) -> StepScore:
+        """The tool step at ``position`` among the tool steps, on every rubric, and its total."""
+        rule_scores, why = (
+            (self.scores[position], self.reasons[position]) if self.scores else ({}, None)
+        )
+        judgement = self.model.judgement(position, step) if self.judged else None
+        rubric_scores = self.template.copy()
+        for rubric_id, source, what in self.per_step:
+            if source is _RULE:
+                value = rubric_value(rule_scores, what)
+                rationale = _rule_rationale(what, why) if why else ""
+                if rationale:
+                    rubric_scores[rubric_id] = RubricScore(value, "rule", rationale)
+                else:
+                    alike = self.alike.get(value)
+                    if alike is None:
+                        alike = self.alike[value] = RubricScore(value, "rule", "")
+                    rubric_scores[rubric_id] = alike
+            else:
+                rubric_scores[rubric_id] = self.model.score(what, judgement)
+        weights = self.weights
+        if weights is None:
+            values = {rid: s.value for rid, s in rubric_scores.items()}
+            total, raw_total = self.config.step_total(values)
+        else:  # combine.step_total's sums, in its order (the template's scores are all None)
+            weighted = total_weight = 0.0
+            for rubric_id, weight in weights:
+                value = rubric_scores[rubric_id].value
+                if value is not None:
+                    weighted += weight * value
+                    total_weight += weight
+            total = raw_total = weighted / total_weight if total_weight > 0 else None
+        return StepScore(step.index, rubric_scores, total, raw_total)
+
+
+_FIXED, _RULE, _MODEL = 0, 1, 2
+
+
+def _step_plan(config: RewardConfig, model: _ModelLayer) -> tuple[Any, ...]:
+    """(the rubric scores that are the same on every step, in the rubrics' order, None where a
+    step has its own; the others as (rubric id, _RULE or _MODEL, the rule or the rubric); their
+    weights in the step total, None with a calibration; the shared rule scores without a
+    reason, by value), worked out once per config and judge setting."""
+    key = ("step plan", model.judge is None, frozenset(model.rubric_ids))
+    derived = config._derived()
+    plan = derived.get(key)
+    if plan is not None:
+        return plan
+    template: dict[str, RubricScore | None] = {}
+    per_step: list[tuple[str, int, Any]] = []
+    for rubric in config.rubrics:
+        fixed: RubricScore | None = None
+        if rubric.evaluator == "rule":
+            rule = RULE_FOR_RUBRIC.get(rubric.id)
+            if rule is None:
+                why = f"no rule scores {rubric.id!r}; make it model- or human-evaluated"
+                fixed = RubricScore(None, "rule", why)
+            else:
+                per_step.append((rubric.id, _RULE, rule))
+        elif rubric.evaluator == "model":
+            fixed = model.fixed_score(rubric)
+            if fixed is None:
+                per_step.append((rubric.id, _MODEL, rubric))
+        else:
+            fixed = _HUMAN
+        template[rubric.id] = fixed
+    # the fixed scores are unscored (None): the step total sums the others alone
+    weights = None
+    if not config.calibrated:
+        weight_of = dict(config.step_weights())
+        weights = tuple((r, weight_of[r]) for r, _, _ in per_step if r in weight_of)
+    plan = derived[key] = (template, tuple(per_step), weights, {})
+    return plan
+
+
+NOT_APPLICABLE_TO_MESSAGES = "not applicable: an assistant message, not a tool call"
+NO_TOOL_CALL_NO_JUDGE = (
+    "the trajectory has no tool call for the rules to score (its turns are messages) and no "
+    "judge was given; score it with a judge"
+)
+
+
+def _score_message(step: Any, config: RewardConfig, model: _ModelLayer) -> StepScore:
+    """An assistant message (a turn without a tool call): the judge's rubrics as on any step;
+    the rule rubrics are not applicable to it (unscored), human ones are left to annotators."""
+    judgement = model.judgements.get(step.index) if not model.by_position else None
     rubric_scores: dict[str, RubricScore] = {}
     for rubric in config.rubrics:
         if rubric.evaluator == "rule":
-            rubric_scores[rubric.id] = rules.score(rubric, position)
+            rubric_scores[rubric.id] = RubricScore(None, "rule", NOT_APPLICABLE_TO_MESSAGES)
         elif rubric.evaluator == "model":
             rubric_scores[rubric.id] = model.score(rubric, judgement)
         else:
@@ -520,25 +696,34 @@ def score_trajectory(
         raise ConfigError("config is a RewardConfig (RewardConfig.from_dict(snapshot))")
     trajectory = as_trajectory(trajectory)
     profile = _resolve_profile(profile, config.profile)
-    steps = list(trajectory.steps)
+    # the agent's own turns are scored: tool steps and assistant messages (user and system
+    # messages carry no step reward)
+    steps = [s for s in trajectory.steps if _is_assistant_turn(s)]
 
     # 1. the layers: rules over the whole trajectory, then the judge (one call per judged step)
     rules = _RuleLayer(trajectory, config, profile)
     model = _ModelLayer(trajectory, config, judge, should_stop)
 
     # 2. every step on every rubric, and the step totals
-    scored_steps = [
-        _score_step(position, step, config, rules, model) for position, step in enumerate(steps)
-    ]
+    scorer = _StepScorer(config, rules, model)
+    scored_steps, tool_steps = [], 0
+    for step in steps:
+        if _is_message(step):
+            scored_steps.append(_score_message(step, config, model))
+        else:
+            scored_steps.append(scorer.score(tool_steps, step))
+            tool_steps += 1
 
     # 3. the trajectory: outcome, efficiency, process and the total (or why it is unscored)
     outcome = outcome_score(trajectory.outcome, getattr(profile, "outcome", None))
-    eff = efficiency(len(steps), _reference(trajectory, reference_steps))
+    eff = efficiency(tool_steps, _reference(trajectory, reference_steps))
     process = process_score(s.total for s in scored_steps)
     reason = None
     if steps and process is None:
         stopped = bool(should_stop and should_stop())
         reason = _unscored_reason(config, judge, model.judged_any, model.errors, stopped)
+        if not tool_steps and judge is None:
+            reason = NO_TOOL_CALL_NO_JUDGE
         total = None
     else:
         total = trajectory_total(outcome, process, eff, config.totals)

@@ -54,10 +54,14 @@ def command_env(isolated: bool, workspace: str | None = None) -> dict[str, str]:
 def exec_argv(cmd: str | list[str], shell: Callable[[], str]) -> list[str]:
     """The argv ``exec`` runs: a list as given, a string as ``[shell(), "-c", cmd]``."""
     if isinstance(cmd, str):
-        return [shell(), "-c", cmd]
-    if isinstance(cmd, list | tuple) and cmd and all(isinstance(a, str) for a in cmd):
-        return list(cmd)
-    raise SandboxError("exec() takes a shell string or a non-empty list of strings (argv)")
+        argv = [shell(), "-c", cmd]
+    elif isinstance(cmd, list | tuple) and cmd and all(isinstance(a, str) for a in cmd):
+        argv = list(cmd)
+    else:
+        raise SandboxError("exec() takes a shell string or a non-empty list of strings (argv)")
+    if any("\x00" in a for a in argv):
+        raise SandboxError("a command must not contain NUL bytes (argv cannot carry them)")
+    return argv
 
 
 def wall_seconds(limits: SandboxLimits, timeout: float | None) -> float:

@@ -73,11 +73,11 @@ def validate(paths: tuple[str, ...], fmt: str | None) -> None:
     failed = 0
     for report in validate_files(paths, format=fmt, limits=ImportLimits.from_env()):
         for result in report.results:
-            steps = sum(len(t.steps) for t in result.trajectories)
             version = f" {result.format_version}" if result.format_version else ""
+            messages = f" and {result.messages} messages" if result.messages else ""
             click.echo(
                 f"ok   {result.file}: {result.format}{version}, "
-                f"{len(result.trajectories)} trajectories, {steps} steps"
+                f"{len(result.trajectories)} trajectories, {result.steps} steps{messages}"
             )
         for failure in report.failures:
             failed += 1
@@ -191,7 +191,7 @@ def score(
             reason = f" ({scored.unscored_reason})" if scored.unscored_reason else ""
             click.echo(
                 f"{file} #{number} {trajectory.task.id or ''}: total {total}, "
-                f"{len(trajectory.steps)} steps{reason}"
+                f"{len(trajectory.tool_steps)} steps{reason}"
             )
             if out is not None:
                 row = {"file": file, "index": number, **scored.to_dict()}

@@ -43,16 +43,17 @@ def print_report(report: list[dict]) -> None:
 
 
 def print_import_table(files: list[dict]) -> None:
-    """One line per imported file: format, trajectories, steps, duplicates; a refused file in
-    red with its error (which names the file, the record and the field)."""
+    """One line per imported file: format, trajectories, steps (and messages), duplicates; a
+    refused file in red with its error (which names the file, the record and the field)."""
     for row in files:
         if row.get("error"):
             click.echo(click.style(f"REFUSED {row['error']}", fg="red"))
             continue
         kind = f"{row['format']} {row['version']}".rstrip()
+        messages = f" and {row['messages']} messages" if row.get("messages") else ""
         click.echo(
             f"ok      {row['file']}: {kind}, {row['trajectories']} trajectories, "
-            f"{row['steps']} steps, {row.get('duplicates', 0)} duplicate(s)"
+            f"{row['steps']} steps{messages}, {row.get('duplicates', 0)} duplicate(s)"
         )
 
 

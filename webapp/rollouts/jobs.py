@@ -19,6 +19,7 @@ queue, and the children that play episodes and stream their steps into the traje
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from trainer_core.envs import make
@@ -151,13 +152,27 @@ def _close_problem(run: CollectRun, counts: dict[str, int], failed_children: int
 LOCAL_MODEL_BATCH = 16
 
 
+#: seconds between a child's reports of the run's totals (each episode's end is stored at once;
+#: only the progress line and the parent's summary wait)
+REPORT_EVERY = 1.0
+
+
 @dataclasses.dataclass
 class _Playing:
-    """A claimed episode being played: its row, its trajectory, its environment."""
+    """A claimed episode being played: its row, its trajectory, its environment, and the steps
+    not stored yet (an instant policy's steps are stored together when its episode ends)."""
 
     episode: Episode
     trajectory: Any
     env: Any
+    unstored: list[Any] = dataclasses.field(default_factory=list)
+
+
+def _instant(policy: Policy) -> bool:
+    """A policy whose steps take no time (the scripted policy without a delay): nobody can
+    watch its episodes step by step, so their steps are stored in one go at the end."""
+    delay = (policy.parameters or {}).get("delay") or 0
+    return policy.kind == Policy.Kind.SCRIPTED and not delay
 
 
 def collect_episodes_run(*, ctx: JobContext) -> None:
@@ -167,10 +182,14 @@ def collect_episodes_run(*, ctx: JobContext) -> None:
     if restarted:
         ctx.log(f"attempt {ctx.attempt}: starting {restarted} interrupted episode(s) over")
     batch = LOCAL_MODEL_BATCH if run.policy.kind == Policy.Kind.LOCAL else 1
+    instant = _instant(run.policy)
     playing: dict[int, _Playing] = {}  # id(spec) -> the episode
 
     def on_step(spec, step) -> None:
         now = playing[id(spec)]
+        if instant:
+            now.unstored.append(step)
+            return
         services.episode_record_step(
             run=run, episode=now.episode, trajectory=now.trajectory, step=step
         )
@@ -188,7 +207,7 @@ def collect_episodes_run(*, ctx: JobContext) -> None:
         on_step=on_step,
         should_stop=lambda: selectors.spend_cap_reason(run_id=run.pk, cap=run.spend_cap_usd),
     )
-    played = 0
+    played, reported = 0, 0.0
     try:
         claiming = True
         while True:
@@ -207,6 +226,9 @@ def collect_episodes_run(*, ctx: JobContext) -> None:
             for result in lockstep.turn():
                 _end(ctx, run, playing, result)
                 played += 1
+            if time.monotonic() - reported >= REPORT_EVERY:
+                _report(ctx, run)
+                reported = time.monotonic()
     except JobCancelled:
         services.episodes_cancel(run=run, job_id=ctx.job_id)
         raise
@@ -214,7 +236,7 @@ def collect_episodes_run(*, ctx: JobContext) -> None:
         for now in playing.values():
             if now.env is not None:
                 stop_env(now.env)
-    run.refresh_from_db()
+    _report(ctx, run)
     ctx.set_result(played=played)
     ctx.progress(
         1.0, f"Played {played} episode(s). Run: {selectors.summary_line(run=run)}", force=True
@@ -268,6 +290,9 @@ def _end(
     now = playing.pop(id(result.spec))
     if now.env is not None:
         stop_env(now.env)
+    services.episode_record_steps(
+        run=run, episode=now.episode, trajectory=now.trajectory, steps=now.unstored
+    )
     services.episode_finish(
         run=run,
         episode=now.episode,
@@ -277,7 +302,6 @@ def _end(
         stopped=result.stopped or "",
         cost_usd=result.usage.cost,
     )
-    _report(ctx, run)
 
 
 def _report(ctx: JobContext, run: CollectRun) -> None:

@@ -11,10 +11,17 @@ from trainer_core.recording.schema import Trajectory as TrajectorySpec
 
 
 def content_hash(trajectory: TrajectorySpec) -> str:
-    """The ordered (tool, params, observation) sequence, with the task prompt and the outcome so
-    that trajectories without steps (a model that answered directly) stay distinct."""
-    sequence = [[s.tool, s.params, s.observation] for s in trajectory.steps]
-    payload = [trajectory.task.prompt, sequence, trajectory.outcome.model_dump(mode="json")]
+    """The ordered (tool, params, observation) sequence of the tool steps, with the task prompt
+    and the outcome so that trajectories without steps (a model that answered directly) stay
+    distinct, and — when there are any — the message steps (position, role, text), so that two
+    conversations that differ only in their dialogue are two trajectories. A trajectory without
+    message steps hashes as it did in schema 1.0."""
+    steps = trajectory.steps
+    sequence = [[s.tool, s.params, s.observation] for s in steps if s.kind != "message"]
+    payload: list = [trajectory.task.prompt, sequence, trajectory.outcome.model_dump(mode="json")]
+    messages = [[n, s.role, s.text] for n, s in enumerate(steps) if s.kind == "message"]
+    if messages:
+        payload.append(messages)
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 

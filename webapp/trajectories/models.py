@@ -59,7 +59,8 @@ class Trajectory(models.Model):
     )
     success = models.BooleanField(null=True, db_index=True)
     reward = models.FloatField(null=True, blank=True, db_index=True)
-    step_count = models.IntegerField(default=0, db_index=True)
+    step_count = models.IntegerField(default=0, db_index=True)  # tool-call steps
+    message_count = models.IntegerField(default=0)  # message steps (dialogue turns)
     tokens_in = models.BigIntegerField(default=0)
     tokens_out = models.BigIntegerField(default=0)
     cost_usd = models.FloatField(default=0.0)
@@ -73,7 +74,7 @@ class Trajectory(models.Model):
     source_file = models.ForeignKey(
         SourceFile, null=True, blank=True, on_delete=models.SET_NULL, related_name="trajectories"
     )
-    schema_version = models.CharField(max_length=16, default="1.0")
+    schema_version = models.CharField(max_length=16, default="1.1")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -96,10 +97,20 @@ class Trajectory(models.Model):
 
 
 class Step(models.Model):
+    """A tool call (``kind`` tool) or a message (``kind`` message: ``role`` user, assistant or
+    system, and its ``text``), at its ``index`` in the trajectory."""
+
+    class Kind(models.TextChoices):
+        TOOL = "tool", "Tool call"
+        MESSAGE = "message", "Message"
+
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="steps")
     index = models.IntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.TOOL)
+    role = models.CharField(max_length=16, blank=True)  # a message's: user, assistant, system
+    text = models.TextField(blank=True)  # a message's text
     thought = models.TextField(blank=True)
-    tool = models.CharField(max_length=200, db_index=True)
+    tool = models.CharField(max_length=200, db_index=True, blank=True)
     params = models.JSONField(default=dict, blank=True)
     observation = models.TextField(blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
@@ -119,3 +130,13 @@ class Step(models.Model):
 
     def __str__(self) -> str:
         return f"step {self.index} of trajectory {self.trajectory_id}"
+
+    @property
+    def is_message(self) -> bool:
+        return self.kind == self.Kind.MESSAGE
+
+    @property
+    def is_assistant_turn(self) -> bool:
+        """A turn of the agent's own (a tool call or an assistant message): what step scores and
+        labels are about."""
+        return self.kind != self.Kind.MESSAGE or self.role == "assistant"

@@ -2,10 +2,11 @@
 between alternatives (the syntax of PostgreSQL's ``websearch_to_tsquery``).
 
 * PostgreSQL matches the GIN-indexed search document of each trajectory (built by
-  :data:`SEARCH_DOCUMENT`: its prompt, and every step's thought, tool, the string and number
-  values of its parameters and the head of its observation); a quoted phrase is a phrase query.
+  :data:`SEARCH_DOCUMENT`: its prompt, and every step's message text, thought, tool, the string
+  and number values of its parameters and the head of its observation); a quoted phrase is a
+  phrase query.
 * SQLite has no such index: each word or phrase is a case-insensitive substring (LIKE) of the
-  prompt or of one step's thought, tool, observation or a parameter's value.
+  prompt or of one step's message text, thought, tool, observation or a parameter's value.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from django.db.models import BooleanField, Exists, F, Func, OuterRef, Q, QuerySe
 SEARCH_DOCUMENT = """
 to_tsvector('simple'::regconfig, left(
   coalesce(t.prompt, '') || ' ' || coalesce((
-    SELECT string_agg(concat_ws(' ', s.thought, s.tool, p.text, translate(p.text, '/', ' '),
+    SELECT string_agg(concat_ws(' ', s.text, s.thought, s.tool, p.text,
+                                translate(p.text, '/', ' '),
                                 left(coalesce(s.observation, ''), 1000)), ' ' ORDER BY s.index)
     FROM trajectories_step s
     LEFT JOIN LATERAL (
@@ -86,7 +88,8 @@ def _like_pattern(text: str) -> str:
 def _matches(term: Term, steps: QuerySet) -> Q:
     """SQLite: the trajectory's prompt or one of its steps contains the term."""
     in_step = steps.filter(
-        Q(thought__icontains=term.text)
+        Q(text__icontains=term.text)
+        | Q(thought__icontains=term.text)
         | Q(tool__icontains=term.text)
         | Q(observation__icontains=term.text)
         | Q(_JsonValueLike(F("params"), Value(_like_pattern(term.text))))

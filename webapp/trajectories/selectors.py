@@ -279,6 +279,9 @@ def trajectory_spec(*, row: TrajectoryRow) -> Trajectory:
     steps = [
         Step(
             index=s.index,
+            kind=s.kind,
+            role=s.role or None,
+            text=s.text,
             thought=s.thought,
             tool=s.tool,
             params=s.params,
@@ -321,8 +324,9 @@ def trajectory_specs(*, ids: list[int]) -> dict[int, Trajectory]:
     rows = {row.pk: row for row in TrajectoryRow.objects.filter(pk__in=ids)}
     steps: dict[int, list[Step]] = {pk: [] for pk in rows}
     fields = (
-        "trajectory_id", "index", "thought", "tool", "params", "observation", "exit_code",
-        "error", "duration", "tokens_in", "tokens_out", "reward", "metadata",
+        "trajectory_id", "index", "kind", "role", "text", "thought", "tool", "params",
+        "observation", "exit_code", "error", "duration", "tokens_in", "tokens_out", "reward",
+        "metadata",
     )  # fmt: skip
     for values in (
         StepRow.objects.filter(trajectory_id__in=list(rows))
@@ -330,6 +334,7 @@ def trajectory_specs(*, ids: list[int]) -> dict[int, Trajectory]:
         .values_list(*fields)
     ):
         data = dict(zip(fields[1:], values[1:], strict=True))
+        data["role"] = data["role"] or None
         steps[values[0]].append(Step.model_construct(started_at=None, **data))
     out: dict[int, Trajectory] = {}
     for pk, row in rows.items():
@@ -415,10 +420,10 @@ def _diff_row(position, alignment, left_steps, right_steps, budget: int, spent: 
         "observation_deferred": False,
         "reward_delta": reward_delta(a, b) if a and b else None,
     }
-    if a and b and aligned.kind == "changed_observation":
+    if a and b and aligned.kind in ("changed_observation", "changed_text"):
         if budget - spent.work >= 2 * TEXT_DIFF_BUDGET:
             work = DiffWork()
-            row["observation"] = text_diff(a.observation, b.observation, work=work)
+            row["observation"] = text_diff(_diffed_text(a), _diffed_text(b), work=work)
             row["observation_level"] = work.level
             spent.work += work.work
         else:
@@ -432,8 +437,13 @@ def step_text_diff(*, left: TrajectoryRow, right: TrajectoryRow, left_index: int
     a = step_get(trajectory_id=left.pk, index=left_index)
     b = step_get(trajectory_id=right.pk, index=right_index)
     work = DiffWork()
-    ops = text_diff(a.observation, b.observation, work=work)
+    ops = text_diff(_diffed_text(a), _diffed_text(b), work=work)
     return {"observation": ops, "observation_level": work.level}
+
+
+def _diffed_text(step: StepRow) -> str:
+    """What the text diff of a row compares: a message's text, a tool step's observation."""
+    return step.text if step.kind == StepRow.Kind.MESSAGE else step.observation
 
 
 def _use_step_rewards(left, right, left_steps, right_steps):

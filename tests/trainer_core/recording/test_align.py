@@ -181,6 +181,7 @@ def test_500_by_500_with_edits_aligns_correctly():
         "same": 497,
         "changed_observation": 1,
         "changed_params": 1,
+        "changed_text": 0,
         "different": 0,
         "left_only": 1,
         "right_only": 1,
@@ -265,3 +266,38 @@ def test_long_param_values_are_compared_in_linear_time():
     long_b = {"file_path": "x.py", "content": "b a " * 5_000}
     score = step_similarity(S("edit_file", long_a), S("edit_file", long_b))
     assert 0.5 <= score <= 0.9
+
+
+def test_message_steps_align_by_role_and_text():
+    from trainer_core.recording.schema import Step
+
+    def msg(i, role, text):
+        return Step(index=i, kind="message", role=role, text=text)
+
+    def call(i, tool, **params):
+        return Step(index=i, tool=tool, params=params)
+
+    left = [
+        msg(0, "user", "Book HAT136"),
+        call(1, "search", q="HAT136"),
+        msg(2, "assistant", "Booked."),
+    ]
+    right = [
+        msg(0, "user", "Book HAT136"),
+        call(1, "search", q="HAT136"),
+        msg(2, "user", "Are you sure?"),
+        msg(3, "assistant", "Booked, yes."),
+    ]
+    al = align_steps(left, right)
+    assert [(r.left_index, r.right_index, r.kind) for r in al.rows] == [
+        (0, 0, "same"),
+        (1, 1, "same"),
+        (None, 2, "right_only"),  # a user turn never pairs with the agent's reply
+        (2, 3, "changed_text"),
+    ]
+    assert al.first_divergence == 2
+    # a message never pairs as the same step as a tool call
+    assert align_steps([msg(0, "assistant", "search")], [call(0, "search")]).rows[0].kind in (
+        "different",
+        "left_only",
+    )

@@ -109,8 +109,8 @@ def test_a_history_only_swe_agent_file_is_detected():
     result = import_source(source)
     assert (result.format, result.format_version) == ("swe-agent", "traj/history-only")
     (trajectory,) = result.trajectories
-    assert [s.tool for s in trajectory.steps] == ["find_file", "submit"]
-    assert trajectory.steps[0].observation == "Found 1 match"
+    assert [s.tool for s in trajectory.tool_steps] == ["find_file", "submit"]
+    assert trajectory.tool_steps[0].observation == "Found 1 match"
 
 
 @needs_shared
@@ -136,7 +136,7 @@ def test_openhands_events_one_per_line_are_detected(tmp_path):
     (result,) = import_path(_write(tmp_path, "events.jsonl", lines))
     (array,) = import_path(_write(tmp_path, "events.json", json.dumps(OPENHANDS_EVENTS)))
     assert (result.format, result.format_version) == ("openhands", "events.jsonl")
-    assert [s.tool for s in result.trajectories[0].steps] == ["run", "finish"]
+    assert [s.tool for s in result.trajectories[0].tool_steps] == ["run", "finish"]
     assert result.trajectories[0].steps == array.trajectories[0].steps
 
 
@@ -157,7 +157,7 @@ def test_openhands_evaluation_rows_need_only_their_history(tmp_path):
     path = _write(tmp_path, "output.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     (result,) = import_path(path)
     assert (result.format, result.format_version) == ("openhands", "output.jsonl")
-    assert [len(t.steps) for t in result.trajectories] == [2, 1]
+    assert [len(t.tool_steps) for t in result.trajectories] == [2, 1]
 
 
 def test_when_no_sniffer_claims_a_file_the_one_parser_that_reads_it_is_kept(tmp_path):

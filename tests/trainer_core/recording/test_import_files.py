@@ -35,7 +35,8 @@ def test_import_files_reads_every_file_in_order_and_reports_each_result():
     assert [r.format for r in results] == ["openai-chat", "agentgym"]
     assert seen == results
     assert results == import_path(CHAT) + import_path(AGENTGYM)
-    assert results[1].steps == sum(len(t.steps) for t in results[1].trajectories) > 0
+    assert results[1].steps == sum(len(t.tool_steps) for t in results[1].trajectories) > 0
+    assert results[1].messages == sum(len(t.message_steps) for t in results[1].trajectories) > 0
 
 
 def test_import_files_is_all_or_nothing(tmp_path):
@@ -77,7 +78,7 @@ def test_validate_files_reports_each_file_and_goes_on_after_a_failure(tmp_path):
     assert [r.path for r in reports] == [str(CHAT), str(broken), str(archive)]
     ok, bad, zipped = reports
     assert ok.ok and ok.error is None and ok.trajectories == 1
-    assert ok.steps == sum(len(t.steps) for t in ok.results[0].trajectories)
+    assert ok.steps == sum(len(t.tool_steps) for t in ok.results[0].trajectories)
     assert not bad.ok and bad.results == [] and bad.trajectories == bad.steps == 0
     assert bad.error.startswith("broken.json: no format recognised the content")
     assert zipped.ok and [r.file for r in zipped.results] == [

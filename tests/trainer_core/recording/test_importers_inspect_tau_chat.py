@@ -48,7 +48,7 @@ def test_inspect_json_log():
     assert first.model == "openai/gpt-4o-mini"
     assert first.metadata["output_model"] == "gpt-4o-mini-2024-07-18"
     assert first.metadata["epoch"] == 1
-    assert first.steps == []  # question answering: no tool calls in this log
+    assert first.tool_steps == []  # question answering: no tool calls in this log
     assert first.outcome.success is True and first.outcome.score == 1.0
     grade = first.outcome.metadata["scores"]["model_graded_fact"]
     assert grade["value"] == "C" and "GRADE: C" in grade["explanation"]
@@ -79,7 +79,7 @@ def test_inspect_eval_archive_is_one_file():
 def test_tau_bench_results():
     trajectories = load(shared("tau-bench_airline_slice.json"), "tau-bench")
     assert len(trajectories) == 6
-    assert [len(t.steps) for t in trajectories] == [8, 0, 7, 20, 6, 6]
+    assert [len(t.tool_steps) for t in trajectories] == [8, 0, 7, 20, 6, 6]
     assert [t.task.id for t in trajectories] == ["0", "1", "2", "3", "4", "5"]
     for t in trajectories:
         assert t.outcome.score == 0.0 and t.outcome.success is False
@@ -87,25 +87,28 @@ def test_tau_bench_results():
         assert t.environment == "tau-bench/airline"
         assert t.outcome.terminated is True  # ###STOP### or a transfer to a human agent
     first = trajectories[0]
-    step = first.steps[0]
+    step = first.tool_steps[0]
     assert step.tool == "get_user_details"
     assert step.params == {"user_id": "mia_li_3668"}
     assert '"first_name": "Mia"' in step.observation
     assert step.metadata["tool_call_id"] == "call_oIHazX6yQrB8hUwl4cRilFKj"
-    assert first.steps[1].tool == "search_direct_flight"
-    assert first.steps[1].params["destination"] == "SEA"
+    assert first.tool_steps[1].tool == "search_direct_flight"
+    assert first.tool_steps[1].params["destination"] == "SEA"
     assert first.task.prompt.startswith("You are mia_li_3668.")
     assert first.metadata["first_user_message"].startswith("Hi! I'm looking to book a flight")
     assert first.outcome.metadata["info"]["reward_info"]["actions"][0]["name"] == "book_reservation"
     assert first.metadata["user_cost_usd"] == pytest.approx(0.0035475)
-    # The text replies to the user are kept as dialogue, not as steps.
-    assert any(d["role"] == "assistant" for d in first.metadata["dialogue"])
-    assert trajectories[1].steps == [] and trajectories[1].metadata["dialogue"]
-    assert trajectories[4].steps[-1].tool == "transfer_to_human_agents"
-    assert trajectories[4].steps[-1].observation == "Transfer successful"
+    # The dialogue is message steps in its place: the system prompt, the user's turns and the
+    # text replies to the user (tool-call counts unchanged).
+    assert first.steps[0].role == "system" and first.steps[0].text.startswith("# Airline Agent")
+    assert first.steps[1].role == "user" and first.steps[1].text.startswith("Hi! I'm looking")
+    assert any(s.role == "assistant" for s in first.message_steps)
+    assert trajectories[1].tool_steps == [] and trajectories[1].message_steps
+    assert trajectories[4].tool_steps[-1].tool == "transfer_to_human_agents"
+    assert trajectories[4].tool_steps[-1].observation == "Transfer successful"
     # An assistant message with text and a tool call: the text is the step's thought.
     assert any(
-        s.thought.startswith("Thank you for the clarification") for s in trajectories[3].steps
+        s.thought.startswith("Thank you for the clarification") for s in trajectories[3].tool_steps
     )
 
 
@@ -117,15 +120,17 @@ def test_inspect_tool_calls_and_epochs():
     assert [t.metadata["epoch"] for t in trajectories] == [1, 2]
     ok, failed = trajectories
     assert ok.task.prompt == "Decode the flag in /challenge/flag.enc and submit it."  # attachment
-    assert [s.tool for s in ok.steps] == ["bash", "bash", "submit"]
-    assert ok.steps[0].params == {"cmd": "ls -la /challenge"}
-    assert "flag.enc" in ok.steps[0].observation
-    assert ok.steps[0].thought == "Start by listing the challenge directory.\nLet me look around."
-    assert ok.steps[2].params["answer"] == "picoCTF{r0t13_is_n0t_crypt0}"
+    assert [s.tool for s in ok.tool_steps] == ["bash", "bash", "submit"]
+    assert ok.tool_steps[0].params == {"cmd": "ls -la /challenge"}
+    assert "flag.enc" in ok.tool_steps[0].observation
+    assert (
+        ok.tool_steps[0].thought == "Start by listing the challenge directory.\nLet me look around."
+    )
+    assert ok.tool_steps[2].params["answer"] == "picoCTF{r0t13_is_n0t_crypt0}"
     assert ok.outcome.success is True and ok.outcome.score == 1.0
     assert failed.outcome.success is False and failed.outcome.score == 0.0
-    assert failed.steps[1].error == "timeout"
-    assert failed.steps[1].observation == "Command timed out before completing."
+    assert failed.tool_steps[1].error == "timeout"
+    assert failed.tool_steps[1].observation == "Command timed out before completing."
     assert ok.model == "anthropic/claude-3-7-sonnet-20250219"
     assert (ok.usage.tokens_in, ok.usage.tokens_out) == (2100, 160)
 
@@ -144,12 +149,12 @@ def test_steplab_jsonl_round_trip():
         assert got.model_dump(exclude={"metadata", "source_format"}) == original.model_dump(
             exclude={"metadata", "source_format"}
         )
-    assert trajectories[0].steps[1].params == {
+    assert trajectories[0].tool_steps[1].params == {
         "path": "README.md",
         "old": "recieve",
         "new": "receive",
     }
-    assert trajectories[0].steps[0].observation == "12:You will recieve an email."
+    assert trajectories[0].tool_steps[0].observation == "12:You will recieve an email."
     assert trajectories[1].metadata["original_source_format"] == "inspect"
 
 
@@ -159,8 +164,8 @@ def test_openai_chat_conversation():
     assert (t.usage.tokens_in, t.usage.tokens_out) == (1834, 212)
     assert t.task.id == "conv-weather-7"
     assert t.task.prompt.startswith("Will I need an umbrella")
-    assert [s.tool for s in t.steps] == ["get_weather", "get_weather", "convert_units"]
-    lisbon, porto, convert = t.steps
+    assert [s.tool for s in t.tool_steps] == ["get_weather", "get_weather", "convert_units"]
+    lisbon, porto, convert = t.tool_steps
     assert lisbon.params == {"city": "Lisbon", "day": "tomorrow"}
     assert lisbon.thought == "I'll check the forecast for both cities."
     assert '"precip_prob": 0.1' in lisbon.observation  # matched by id, not by position
@@ -168,26 +173,27 @@ def test_openai_chat_conversation():
     assert convert.params == {"values_c": [19, 14], "to": "F"}
     assert convert.observation == "[66.2, 57.2]"
     assert "umbrella for Porto" in t.outcome.metadata["final_answer"]
-    assert t.metadata["system_prompt"].startswith("You are a helpful travel assistant")
+    assert t.steps[0].role == "system"
+    assert t.steps[0].text.startswith("You are a helpful travel assistant")
     assert t.metadata["tools"] == ["get_weather", "convert_units"]
 
 
 def test_openai_chat_jsonl():
     trajectories = load(FIXTURES / "openai_chat_batch.jsonl", "openai-chat")
     assert len(trajectories) == 2
-    assert trajectories[0].steps[0].tool == "calculator"
-    assert trajectories[0].steps[0].params == {"expression": "0.17 * 2340"}
-    assert trajectories[0].steps[0].observation == "397.8"
+    assert trajectories[0].tool_steps[0].tool == "calculator"
+    assert trajectories[0].tool_steps[0].params == {"expression": "0.17 * 2340"}
+    assert trajectories[0].tool_steps[0].observation == "397.8"
     assert trajectories[0].outcome.success is True
     assert trajectories[1].outcome.success is False
-    assert trajectories[1].steps[0].observation.startswith("main.py")
+    assert trajectories[1].tool_steps[0].observation.startswith("main.py")
 
 
 def test_anthropic_messages():
     (t,) = load(FIXTURES / "anthropic_messages_transcript.json", "anthropic-messages")
     assert t.model == "claude-sonnet-4-20250514"
-    assert [s.tool for s in t.steps] == ["run_sql"] * 3
-    first, bad, good = t.steps
+    assert [s.tool for s in t.tool_steps] == ["run_sql"] * 3
+    first, bad, good = t.tool_steps
     assert (
         first.thought == "I need the orders table schema first.\nLet me look at the orders table."
     )
@@ -199,7 +205,8 @@ def test_anthropic_messages():
     assert (t.usage.tokens_in, t.usage.tokens_out) == (512 + 640 + 700 + 760, 96 + 120 + 80 + 30)
     assert t.task.prompt == "How many orders were shipped late last month?"
     assert t.outcome.metadata["final_answer"].startswith("42 orders")
-    assert t.metadata["system_prompt"].startswith("You are a careful data engineer")
+    assert t.steps[0].role == "system"
+    assert t.steps[0].text.startswith("You are a careful data engineer")
 
 
 def test_claude_code_sessions():
@@ -212,8 +219,8 @@ def test_claude_code_sessions():
     assert fix.model == "claude-sonnet-4-20250514"
     assert fix.metadata["cwd"] == "/home/dev/projects/invoicer"
     assert fix.metadata["summary"] == "Fix rounding bug in invoice totals"
-    assert [s.tool for s in fix.steps] == ["Read", "Edit", "Bash"]
-    read, edit, bash = fix.steps
+    assert [s.tool for s in fix.tool_steps] == ["Read", "Edit", "Bash"]
+    read, edit, bash = fix.tool_steps
     # Thinking and text came on separate lines of the same API message.
     assert read.thought == (
         "Probably float arithmetic; look at the file.\nI'll look at the totals module first."
@@ -228,8 +235,8 @@ def test_claude_code_sessions():
     assert fix.usage.tokens_in == 11204 + 11506 + 11605
     assert fix.usage.tokens_out == 150 + 90 + 40
     assert fix.usage.duration == pytest.approx(15.5)
-    assert [s.tool for s in question.steps] == ["Grep"]
-    assert question.steps[0].observation == "Makefile:41:release: build sign upload"
+    assert [s.tool for s in question.tool_steps] == ["Grep"]
+    assert question.tool_steps[0].observation == "Makefile:41:release: build sign upload"
     assert question.outcome.metadata["final_answer"].startswith("`make release` runs")
     assert (question.usage.tokens_in, question.usage.tokens_out) == (6, 45)
 
@@ -239,22 +246,24 @@ def test_agentgym_items():
     assert webshop.environment == "agentgym/webshop"
     assert webshop.task.id == "webshop_12"
     assert webshop.task.prompt.startswith("i need a gluten free vegan protein bar pack of 12")
-    assert [s.tool for s in webshop.steps] == ["search", "click", "click"]
-    search = webshop.steps[0]
+    assert [s.tool for s in webshop.tool_steps] == ["search", "click", "click"]
+    search = webshop.tool_steps[0]
     assert search.params == {"action": "search[gluten free vegan protein bar 12 pack]"}
     assert search.thought.startswith("I think I should search")
     assert "GreenBite Vegan Protein Bar" in search.observation
-    assert webshop.steps[2].observation == "" and webshop.steps[2].metadata["no_observation"]
+    assert (
+        webshop.tool_steps[2].observation == "" and webshop.tool_steps[2].metadata["no_observation"]
+    )
     assert webshop.outcome.success is True and webshop.outcome.score == 1.0
     assert webshop.metadata["instruction"].startswith("You are web shopping.")
     assert alfworld.environment == "agentgym/alfworld"
     assert alfworld.task.prompt == "put a cool apple in microwave."
-    assert [s.tool for s in alfworld.steps] == ["act", "act"]
-    assert alfworld.steps[1].params == {"action": "take apple 1 from countertop 1"}
-    assert alfworld.steps[1].observation.startswith("You pick up the apple 1")
+    assert [s.tool for s in alfworld.tool_steps] == ["act", "act"]
+    assert alfworld.tool_steps[1].params == {"action": "take apple 1 from countertop 1"}
+    assert alfworld.tool_steps[1].observation.startswith("You pick up the apple 1")
     assert alfworld.outcome.success is None
     (line,) = load(FIXTURES / "agentgym_trajs.jsonl", "agentgym")
-    assert line.steps == alfworld.steps
+    assert line.tool_steps == alfworld.tool_steps
 
 
 @pytest.mark.parametrize(
@@ -331,7 +340,7 @@ def _eval_with(tmp_path: Path, name: str, extra: dict[str, bytes]) -> Path:
 def test_eval_archive_round_and_bad_member(tmp_path):
     good = _eval_with(tmp_path, "good.eval", {})
     trajectories = load(good, "inspect")
-    assert [len(t.steps) for t in trajectories] == [3, 3]
+    assert [len(t.tool_steps) for t in trajectories] == [3, 3]
     bad = _eval_with(tmp_path, "bad.eval", {"samples/x_epoch_1.json": b'{"id": "x", "messa'})
     fails(bad, "record samples/x_epoch_1.json", "invalid JSON")
     sample = json.loads((FIXTURES / "inspect_tool_calls.json").read_text())["samples"][0]

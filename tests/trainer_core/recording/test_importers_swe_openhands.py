@@ -46,14 +46,16 @@ def test_swe_agent_test_repo():
     result = _load(SHARED / "swe-agent_test-repo.traj", "swe-agent")
     assert len(result.trajectories) == 1
     (t,) = result.trajectories
-    assert len(t.steps) == 5
-    assert [s.tool for s in t.steps] == ["find_file", "open", "edit", "bash", "submit"]
-    assert t.steps[0].params == {"file_name": "missing_colon.py"}
-    assert t.steps[0].thought.startswith("To start addressing this issue")
-    assert t.steps[3].params["command"] == "python3 /SWE-agent__test-repo/tests/missing_colon.py"
-    assert t.steps[3].observation == "8.2"
-    assert "diff --git a/tests/missing_colon.py" in t.steps[4].observation
-    assert t.steps[0].duration == pytest.approx(0.2814128329991945)
+    assert len(t.tool_steps) == 5
+    assert [s.tool for s in t.tool_steps] == ["find_file", "open", "edit", "bash", "submit"]
+    assert t.tool_steps[0].params == {"file_name": "missing_colon.py"}
+    assert t.tool_steps[0].thought.startswith("To start addressing this issue")
+    assert (
+        t.tool_steps[3].params["command"] == "python3 /SWE-agent__test-repo/tests/missing_colon.py"
+    )
+    assert t.tool_steps[3].observation == "8.2"
+    assert "diff --git a/tests/missing_colon.py" in t.tool_steps[4].observation
+    assert t.tool_steps[0].duration == pytest.approx(0.2814128329991945)
     assert t.outcome.metadata["exit_status"] == "submitted"
     assert "+def division(a: float, b: float) -> float:" in t.outcome.metadata["submission"]
     assert t.outcome.terminated is True
@@ -71,17 +73,17 @@ def test_swe_agent_function_calling_marshmallow():
     result = _load(SHARED / "swe-agent_function-calling_marshmallow.traj", "swe-agent")
     assert result.format_version == "traj/function-calling"
     (t,) = result.trajectories
-    assert len(t.steps) == 11
-    assert [s.tool for s in t.steps] == [
+    assert len(t.tool_steps) == 11
+    assert [s.tool for s in t.tool_steps] == [
         "create", "insert", "bash", "bash", "find_file", "open",
         "edit", "edit", "bash", "bash", "submit",
     ]  # fmt: skip
-    assert t.steps[4].params == {"file_name": "fields.py", "dir": "src"}
-    assert t.steps[5].params == {"path": "src/marshmallow/fields.py", "line_number": 1474}
-    assert t.steps[6].params["search"].startswith("return int(value.total_seconds()")
-    assert t.steps[6].metadata["action"].startswith("edit 'return int(")
-    assert "E999 IndentationError" in t.steps[6].observation
-    assert t.steps[8].observation == "345"
+    assert t.tool_steps[4].params == {"file_name": "fields.py", "dir": "src"}
+    assert t.tool_steps[5].params == {"path": "src/marshmallow/fields.py", "line_number": 1474}
+    assert t.tool_steps[6].params["search"].startswith("return int(value.total_seconds()")
+    assert t.tool_steps[6].metadata["action"].startswith("edit 'return int(")
+    assert "E999 IndentationError" in t.tool_steps[6].observation
+    assert t.tool_steps[8].observation == "345"
     assert t.outcome.metadata["exit_status"] == "submitted"
     assert t.outcome.terminated is True
     assert t.task.id == "marshmallow-code__marshmallow-1867"
@@ -92,8 +94,8 @@ def test_swe_agent_function_calling_marshmallow():
 def test_mini_swe_agent_local():
     result = _load(SHARED / "mini-swe-agent_local.traj.json", "mini-swe-agent")
     (t,) = result.trajectories
-    assert len(t.steps) == 2
-    first, last = t.steps
+    assert len(t.tool_steps) == 2
+    first, last = t.tool_steps
     assert first.tool == "bash"
     assert first.params == {"command": "echo 'hello world'"}
     assert first.thought == "Here be some dummy command:"
@@ -109,8 +111,8 @@ def test_mini_swe_agent_local():
 def test_openhands_basic():
     result = _load(SHARED / "openhands_basic.json", "openhands")
     (t,) = result.trajectories
-    assert len(t.steps) == 2
-    edit, finish = t.steps
+    assert len(t.tool_steps) == 2
+    edit, finish = t.tool_steps
     assert edit.tool == "str_replace_editor"
     assert edit.metadata["action"] == "edit"
     assert edit.params["command"] == "create"
@@ -132,18 +134,18 @@ def test_openhands_resolver_output():
     result = _load(SHARED / "openhands_resolver_output.jsonl", "openhands")
     assert len(result.trajectories) == 2
     first, second = result.trajectories
-    assert len(first.steps) == 3 + 1
-    assert len(second.steps) == 21 + 1
-    assert [s.tool for s in first.steps] == ["run", "run_ipython", "run", "finish"]
-    assert first.steps[0].params["command"] == "touch LICENSE"
-    assert "is_confirmed" not in first.steps[0].params
-    assert first.steps[0].exit_code == 0
-    assert "MIT License has been added" in first.steps[1].observation
-    assert [s.tool for s in second.steps].count("run_ipython") == 20
+    assert len(first.tool_steps) == 3 + 1
+    assert len(second.tool_steps) == 21 + 1
+    assert [s.tool for s in first.tool_steps] == ["run", "run_ipython", "run", "finish"]
+    assert first.tool_steps[0].params["command"] == "touch LICENSE"
+    assert "is_confirmed" not in first.tool_steps[0].params
+    assert first.tool_steps[0].exit_code == 0
+    assert "MIT License has been added" in first.tool_steps[1].observation
+    assert [s.tool for s in second.tool_steps].count("run_ipython") == 20
     for t in (first, second):
         assert t.outcome.success is True
         assert t.outcome.terminated is True
-        assert t.steps[-1].tool == "finish"
+        assert t.tool_steps[-1].tool == "finish"
         assert t.task.prompt.startswith("Please fix the following issue")
     assert first.task.id == "neubig/pr-viewer#5"
     assert first.usage.cost_usd == pytest.approx(0.070713)
@@ -227,20 +229,20 @@ def test_swe_agent_history_only(tmp_path):
     result = _load(_write(tmp_path, "run.traj", SWE_HISTORY_ONLY), "swe-agent")
     assert result.format_version == "traj/history-only"
     (t,) = result.trajectories
-    assert [s.tool for s in t.steps] == [
+    assert [s.tool for s in t.tool_steps] == [
         "bash",
         "str_replace_editor",
         "str_replace_editor",
         "submit",
     ]
-    assert t.steps[0].params == {"command": "ls -la"}
-    assert t.steps[0].observation == "calc.py\ntests/"
-    assert t.steps[1].params["subcommand"] == "view"
-    assert t.steps[1].params["path"] == "/repo/calc.py"
-    assert t.steps[2].params["new_str"] == "a + b"
-    assert t.steps[2].thought == "Fix the sign."
-    assert t.steps[2].observation == "The file /repo/calc.py has been edited."
-    assert t.steps[3].thought == "Done, submitting."
+    assert t.tool_steps[0].params == {"command": "ls -la"}
+    assert t.tool_steps[0].observation == "calc.py\ntests/"
+    assert t.tool_steps[1].params["subcommand"] == "view"
+    assert t.tool_steps[1].params["path"] == "/repo/calc.py"
+    assert t.tool_steps[2].params["new_str"] == "a + b"
+    assert t.tool_steps[2].thought == "Fix the sign."
+    assert t.tool_steps[2].observation == "The file /repo/calc.py has been edited."
+    assert t.tool_steps[3].thought == "Done, submitting."
     assert t.task.prompt == "add() returns the wrong sign"
     assert t.task.id == "run"
     assert t.outcome.terminated is True
@@ -266,7 +268,7 @@ def test_swe_agent_thought_action_cost_limit(tmp_path):
     result = _load(_write(tmp_path, "cost.traj", data), "swe-agent")
     assert result.format_version == "traj/thought-action"
     (t,) = result.trajectories
-    edit, grep = t.steps
+    edit, grep = t.tool_steps
     assert edit.tool == "str_replace_editor"
     assert edit.params["subcommand"] == "str_replace"
     assert (edit.params["old_str"], edit.params["new_str"]) == ("x = 1", "x = 2")
@@ -315,12 +317,12 @@ def test_mini_swe_agent_object(tmp_path):
     result = _load(_write(tmp_path, "task.traj.json", MINI_OBJECT), "mini-swe-agent")
     assert result.format_version == "mini-swe-agent-1/1.9.0"
     (t,) = result.trajectories
-    assert [s.tool for s in t.steps] == ["bash", "message", "bash"]
-    assert t.steps[0].params == {"command": "pytest -q"}
-    assert t.steps[0].thought == "run the tests"
-    assert (t.steps[0].observation, t.steps[0].exit_code) == ("1 failed", 1)
-    assert t.steps[1].error == "format_error"
-    assert "EXACTLY ONE action" in t.steps[1].observation
+    assert [s.tool for s in t.tool_steps] == ["bash", "message", "bash"]
+    assert t.tool_steps[0].params == {"command": "pytest -q"}
+    assert t.tool_steps[0].thought == "run the tests"
+    assert (t.tool_steps[0].observation, t.tool_steps[0].exit_code) == ("1 failed", 1)
+    assert t.tool_steps[1].error == "format_error"
+    assert "EXACTLY ONE action" in t.tool_steps[1].observation
     assert t.outcome.metadata == {"exit_status": "Submitted", "submission": "diff --git a/x b/x"}
     assert t.outcome.terminated is True
     assert t.task.prompt == "Make tests pass"
@@ -404,8 +406,24 @@ OPENHANDS_EVENTS = [
 def test_openhands_events_with_error(tmp_path):
     result = _load(_write(tmp_path, "events.json", OPENHANDS_EVENTS), "openhands")
     (t,) = result.trajectories
-    assert [s.tool for s in t.steps] == ["execute_bash", "read", "think", "message", "finish"]
-    run, read, think, message, finish = t.steps
+    assert [s.tool for s in t.tool_steps] == ["execute_bash", "read", "think", "finish"]
+    run, read, think, finish = t.tool_steps
+    # the dialogue in its place: the system prompt, the user's request, the agent's text reply
+    assert [(s.kind, s.role, s.tool) for s in t.steps] == [
+        ("message", "system", ""),
+        ("message", "user", ""),
+        ("tool", None, "execute_bash"),
+        ("tool", None, "read"),
+        ("tool", None, "think"),
+        ("message", "assistant", ""),
+        ("tool", None, "finish"),
+    ]
+    system, request, message = t.message_steps
+    assert (system.text, request.text, message.text) == (
+        "You are OpenHands.",
+        "Fix the failing test",
+        "I fixed it.",
+    )
     assert run.params == {"command": "pytest -q"}
     assert run.thought == "Run the tests first."
     assert (run.observation, run.exit_code, run.error) == ("1 failed", 1, "exit code 1")
@@ -413,7 +431,6 @@ def test_openhands_events_with_error(tmp_path):
     assert read.error == "error"
     assert read.observation == "File not found: /w/missing.py"
     assert think.params == {} and think.thought == "The path is wrong."
-    assert message.params == {"content": "I fixed it."}
     assert finish.thought == "All done."
     assert t.task.prompt == "Fix the failing test"
     assert t.outcome.terminated is True and t.outcome.success is None
@@ -448,8 +465,8 @@ def test_openhands_eval_output_pairs(tmp_path):
     path = _write(tmp_path, "output.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
     result = _load(path, "openhands")
     (t,) = result.trajectories
-    assert [s.tool for s in t.steps] == ["run", "finish"]
-    assert t.steps[0].observation == "a.py"
+    assert [s.tool for s in t.tool_steps] == ["run", "finish"]
+    assert t.tool_steps[0].observation == "a.py"
     assert t.outcome.success is False
     assert t.task.id == "repo__1" and t.model == "gpt-4o"
     assert (t.usage.tokens_in, t.usage.tokens_out, t.usage.cost_usd) == (10, 2, 0.3)

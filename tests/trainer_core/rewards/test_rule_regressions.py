@@ -44,12 +44,12 @@ def test_hat136_reuse_counts_as_information_use(path):
     first = trajectory.steps[bookings[0][1]]
     assert first.params["flights"][0]["flight_number"] == "HAT136"  # nested in a list of dicts
     config = RewardConfig.for_profile("conversation")
-    scored = score_trajectory(trajectory, config)
+    scored = {s.index: s for s in score_trajectory(trajectory, config).steps}
     for _, index in bookings:
-        info = scored.steps[index].rubrics["info_utilization"]
+        info = scored[index].rubrics["info_utilization"]
         assert "uses no path or identifier" not in info.rationale
     # the second booking succeeds: it used what it saw, nothing lowers it
-    second = scored.steps[bookings[1][1]]
+    second = scored[bookings[1][1]]
     assert second.rubrics["info_utilization"].value == 1.0
     assert second.total == pytest.approx(1.0)
 
@@ -82,12 +82,12 @@ def test_hat136_counts_from_the_observation_alone():
 def test_failing_bookings_of_the_real_log_score_below_the_one_that_worked():
     trajectory, _ = _bookings(_tau_log())[0]
     scored = score_trajectory(trajectory, RewardConfig.for_profile("conversation"))
-    totals = {s.index: t.total for s, t in zip(trajectory.steps, scored.steps, strict=True)}
+    totals = {s.index: s.total for s in scored.steps}
     failed, worked = (index for _, index in _bookings(_tau_log()))
     assert trajectory.steps[failed].observation.startswith("Error: payment amount")
     assert totals[failed] < totals[worked]
     assert totals[failed] <= 0.5
-    rationale = scored.steps[failed].rubrics["non_redundancy"].rationale
+    rationale = {s.index: s for s in scored.steps}[failed].rubrics["non_redundancy"].rationale
     assert "reports an error" in rationale
 
 

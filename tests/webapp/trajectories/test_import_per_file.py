@@ -130,15 +130,19 @@ def test_a_zip_of_good_and_bad_files_imports_the_good_ones_and_reports_the_bad(
         "imported",
     ]
     assert rows[0][1].startswith("logs.zip:logs/chat.json openai-chat")
-    assert rows[1][1].startswith("logs.zip:logs/run.traj swe-agent traj/history-only 1 1 0")
+    # trajectories, steps, messages (the system and the task), duplicates
+    assert rows[1][1].startswith("logs.zip:logs/run.traj swe-agent traj/history-only 1 1 2 0")
     assert "invalid JSON at line 1" in rows[2][1]
     assert "NaN and Infinity are refused" in rows[3][1]
     assert "both have index 0" in rows[4][1]
-    assert "Imported 3 trajectories (5 steps); 0 duplicate(s) skipped; 3 file(s) refused" in page
+    assert (
+        "Imported 3 trajectories (5 steps, 5 messages); 0 duplicate(s) skipped; 3 file(s) refused"
+        in page
+    )
     # the hostile member name is shown escaped, never as markup
     assert EVIL_NAME not in page and escape(EVIL_NAME) in page
     after = _counts()
-    assert after[0] - before[0] == 3 and after[1] - before[1] == 5
+    assert after[0] - before[0] == 3 and after[1] - before[1] == 5 + 5  # steps and messages
     swe = TrajectoryRow.objects.get(source_format="swe-agent")
     assert swe.source_file.name == "logs.zip:logs/run.traj"  # a member keeps its own raw bytes
     assert json.loads(swe.source_file.raw_bytes()) == SWE_HISTORY
@@ -349,7 +353,7 @@ def test_cli_import_prints_a_row_per_file_and_keeps_the_good_ones(tmp_path):
     assert done.returncode == 1, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("ok      logs.zip:chat.json: openai-chat")
-    assert lines[0].endswith("1 trajectories, 3 steps, 0 duplicate(s)")
+    assert lines[0].endswith("1 trajectories, 3 steps and 3 messages, 0 duplicate(s)")
     assert lines[1].startswith("REFUSED logs.zip:bad.jsonl, record 0, field 'steps[0].exit_code'")
     assert lines[2] == "imported 1 trajectories; 0 duplicate(s) skipped; 1 file(s) refused"
     assert TrajectoryRow.objects.count() == 1

@@ -47,7 +47,9 @@ def test_every_shared_log_imports_once_and_a_reimport_writes_nothing():
     assert (
         swe.source_format == "swe-agent" and swe.outcome["metadata"]["exit_status"] == "submitted"
     )
-    assert swe.steps.get(index=4).tool == "submit"
+    # the system and instance prompts are message steps 0 and 1; the tool calls follow
+    assert [s.role for s in swe.steps.filter(kind="message")] == ["system", "user"]
+    assert swe.message_count == 2 and swe.steps.get(index=2 + 4).tool == "submit"
     assert swe.source_file.raw_bytes() == (SHARED / "swe-agent_test-repo.traj").read_bytes()
     tau = Trajectory.objects.filter(source_format="tau-bench")
     assert set(tau.values_list("reward", flat=True)) == {0.0}
@@ -126,7 +128,7 @@ def test_cli_import_convert_and_validate(tmp_path):
     )
     assert converted.returncode == 0, converted.stderr
     lines = out.read_text().splitlines()
-    assert len(lines) == 7 and json.loads(lines[0])["schema_version"] == "1.0"
+    assert len(lines) == 7 and json.loads(lines[0])["schema_version"] == "1.1"
     roundtrip = subprocess.run(
         [STEPLAB, "validate", str(out)], capture_output=True, text=True, env=nodb, check=False
     )

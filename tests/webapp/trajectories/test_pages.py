@@ -81,7 +81,7 @@ def test_detail_collapses_long_observations_and_loads_them_on_demand(viewer):
     assert "x" * 5000 in full
     download = viewer.get(reverse("trajectories:download", args=[pk]))
     data = json.loads(download.content)
-    assert data["schema_version"] == "1.0" and len(data["steps"]) == 2
+    assert data["schema_version"] == "1.1" and len(data["steps"]) == 2
 
 
 def test_diff_aligns_steps_and_marks_the_first_divergence(viewer):

@@ -4,7 +4,9 @@ or JSONL (one item per line).
 
 The first human turn is the environment's instruction; when the next gpt turn is a short
 acknowledgement ("Ok.") the exchange is the preamble and the task is the human turn after it.
-Every later gpt turn is one step: ``Thought: ...`` is the thought, ``Action: ...`` the action;
+The turns up to the task turn (system turns, the instruction and its acknowledgement, the task)
+are message steps (``from`` system, human, gpt: system, user, assistant). Every later gpt turn is
+one tool step: ``Thought: ...`` is the thought, ``Action: ...`` the action;
 tool = the verb of a ``verb[arg]`` action (``search``, ``click``), else ``act``; params =
 ``{"action": <the full action>}``; the observation is the next human turn. Environment: the
 ``item_id`` prefix (``webshop``, ``alfworld``, ...). ``reward`` / ``success`` when present.
@@ -16,7 +18,7 @@ import re
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
-from trainer_core.recording.importers.common import require
+from trainer_core.recording.importers.common import message_step, renumber, require
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
 
 _ACTION = re.compile(r"(?:^|\n)\s*Action\s*:\s*", re.IGNORECASE)
@@ -111,7 +113,7 @@ class AgentGymImporter:
             task=TaskRef(id=str(item_id), task_set=environment, prompt=task_part(prompt_text)),
             agent="agentgym",
             environment=f"agentgym/{environment}" if environment else "agentgym",
-            steps=_steps(turns, task_turn),
+            steps=renumber([*_leading(turns, task_turn), *_steps(turns, task_turn)]),
             outcome=_outcome(item),
             metadata=meta,
         )
@@ -146,6 +148,22 @@ def _preamble(turns: list[dict[str, Any]]) -> tuple[str, int]:
     ):
         return turns[start]["value"], start + 2
     return "", start
+
+
+_ROLES = {"system": "system", "human": "user", "gpt": "assistant"}
+
+
+def _leading(turns: list[dict[str, Any]], task_turn: int) -> list[Step]:
+    """Message steps of the turns before the task turn, and of the task turn itself."""
+    out = []
+    for i, turn in enumerate(turns[: task_turn + 1]):
+        if i == task_turn and turn["from"] != "human":
+            break
+        meta: dict[str, Any] = {"turn_index": i}
+        if turn.get("loss") is not None:
+            meta["loss"] = turn["loss"]
+        out.append(message_step(i, _ROLES[turn["from"]], turn["value"], **meta))
+    return out
 
 
 def _steps(turns: list[dict[str, Any]], task_turn: int) -> list[Step]:

@@ -5,8 +5,11 @@ objects, or JSONL with one such object per line.
 Each ``tool_use`` block (id, name, input) is one step; its observation is the ``tool_result``
 block with the same ``tool_use_id`` in a following user message (content a string or a list of
 text blocks; ``is_error`` sets the step's error). The thought is the text and ``thinking`` blocks
-before the ``tool_use`` in the same assistant message. Per-message ``usage`` (when the transcript
-kept the API responses) goes to the first step of that message and to the total.
+before the ``tool_use`` in the same assistant message. Text after a message's last ``tool_use``
+(or a message without one) is a message step in its place: the user's text, or the assistant's
+text with its ``thinking`` as the thought; a system prompt (``system``) is a system message step
+before them. Per-message ``usage`` (when the transcript kept the API responses) goes to the first
+step of that message and to the total.
 """
 
 from __future__ import annotations
@@ -16,7 +19,14 @@ from datetime import datetime
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
-from trainer_core.recording.importers.common import Transcript, message_text, require, type_error
+from trainer_core.recording.importers.common import (
+    Transcript,
+    message_step,
+    message_text,
+    renumber,
+    require,
+    type_error,
+)
 from trainer_core.recording.schema import Step, TaskRef, Trajectory, Usage
 
 ANTHROPIC_TOOL_BLOCKS = {"tool_use", "tool_result", "server_tool_use"}
@@ -79,6 +89,7 @@ class _Turn:
     step_meta: dict[str, Any] | None
     thought: list[str] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -139,6 +150,9 @@ class BlockWalker(Transcript):
         elif kind == "thinking":
             if isinstance(block.get("thinking"), str) and block["thinking"]:
                 turn.thought.append(block["thinking"])
+                turn.thinking.append(block["thinking"])
+        elif kind in ("image", "document") and turn.role == "user":
+            turn.texts.append(f"[{kind}]")
         elif kind in ("tool_use", "server_tool_use") and turn.role == "assistant":
             self._tool_use(turn, block, where, when)
         elif kind == "tool_result":
@@ -179,27 +193,29 @@ class BlockWalker(Transcript):
         turn.pending_usage = None
         turn.thought = []
         turn.texts = []
+        turn.thinking = []
         self.steps.append(step)
         if isinstance(block.get("id"), str):
             self._by_id[block["id"]] = step
         self.final_text = ""
 
     def _end_turn(self, turn: _Turn) -> None:
-        """The text after the last tool_use: the prompt (first user text), a dialogue turn,
-        and for the assistant the final answer so far."""
+        """The text after the last tool_use: a message step (the first user text is the prompt
+        too), and for the assistant the final answer so far."""
         role = turn.role
         text = "\n".join(t for t in turn.texts if t)
         if role == "user" and text and not self.prompt:
             self.prompt = text
         if text or (role == "assistant" and turn.thought):
-            entry = {
-                "role": role,
-                "content": "\n".join(turn.thought) if role == "assistant" else text,
-            }
-            entry["before_step"] = len(self.steps)
-            self.dialogue.append(entry)
+            thinking = "\n".join(turn.thinking) if role == "assistant" else ""
+            meta = {k: v for k, v in (turn.step_meta or {}).items() if k != "usage"}
+            if turn.pending_usage:  # a message without a tool_use: its usage is here
+                meta["usage"] = turn.pending_usage
+            step = self.message(role, text, thought=thinking, **meta)
+            if turn.pending_usage:
+                step.tokens_in, step.tokens_out = turn.tokens_in, turn.tokens_out
             if role == "assistant":
-                self.final_text = entry["content"]
+                self.final_text = "\n".join(turn.thought)
 
     def _result(self, block: dict[str, Any], where: str, timestamp: datetime | None) -> None:
         tool_use_id = block.get("tool_use_id")
@@ -301,7 +317,10 @@ class AnthropicMessagesImporter:
             meta: dict[str, Any] = {}
             system = extra.get("system")
             if system:
-                meta["system_prompt"] = block_text(system, record=record, where="system")
+                walker.steps.insert(
+                    0, message_step(0, "system", block_text(system, record=record, where="system"))
+                )
+                renumber(walker.steps)
             if isinstance(extra.get("tools"), list):
                 meta["tools"] = [
                     t.get("name") if isinstance(t, dict) else t for t in extra["tools"]

@@ -158,8 +158,13 @@ class ImportResult:
 
     @property
     def steps(self) -> int:
-        """How many steps its trajectories hold together."""
-        return sum(len(t.steps) for t in self.trajectories)
+        """How many tool-call steps its trajectories hold together."""
+        return sum(1 for t in self.trajectories for s in t.steps if s.kind != "message")
+
+    @property
+    def messages(self) -> int:
+        """How many message steps (dialogue turns) its trajectories hold together."""
+        return sum(1 for t in self.trajectories for s in t.steps if s.kind == "message")
 
 
 _IMPORTERS: list[Importer] = []
@@ -285,7 +290,7 @@ def _parse_by_trial(source: Source, available: list[Importer]) -> ImportResult:
             result = _parse_with(importer, source)
         except Exception:  # noqa: BLE001 - trying: any failure means "not this format"
             continue
-        if result.steps:  # a lenient parser can read anything into empty trajectories
+        if result.steps:  # a lenient parser can read anything into trajectories without a call
             readings.append(result)
     if len(readings) == 1:
         return readings[0]

@@ -7,9 +7,12 @@ One trajectory per ``sessionId``. Each ``tool_use`` block is a step; the ``tool_
 same id (in a later user event) is its observation, and the gap between the two timestamps its
 duration. Claude Code writes one line per content block of an API message, repeating the
 message's ``usage``; usage is therefore counted once per ``message.id``. Model: the session's
-most used ``message.model``. Sub-agent (``isSidechain``) steps are flagged in step metadata;
-``isMeta`` user events (command caveats) are skipped; ``summary`` lines are attached to their
-session through ``leafUuid``. Version: Claude Code's ``version`` field.
+most used ``message.model``. Sub-agent (``isSidechain``) steps are flagged in step metadata. The
+user's text and the assistant's text turns are message steps in their place; ``isMeta`` user
+events (command caveats, not the user's words) and ``system`` events (notes such as a compaction
+or a hook's output) are system message steps (``metadata["is_meta"]`` / ``["subtype"]``);
+``summary`` lines are attached to their session through ``leafUuid``. Version: Claude Code's
+``version`` field.
 """
 
 from __future__ import annotations
@@ -97,7 +100,8 @@ class _Session:
         for key, name in (("cwd", "cwd"), ("gitBranch", "git_branch"), ("version", "version")):
             if isinstance(event.get(key), str):
                 self.meta.setdefault(name, event[key])
-        if event.get("isMeta"):
+        if kind == "system":
+            self._system_note(event, when, record)
             return
         message = require(
             event.get("message"), dict, "message", "an object", record=record, field="message"
@@ -108,6 +112,9 @@ class _Session:
         require(
             content, list, "content", "a string or a list", record=record, field="message.content"
         )
+        if event.get("isMeta"):  # a note the client wrote in the user's place: a system note
+            self._append("system", content, when, record, event, {"is_meta": True})
+            return
         message_id = message.get("id") if kind == "assistant" else None
         if kind == "assistant":
             model = message.get("model")
@@ -121,17 +128,38 @@ class _Session:
             if isinstance(message.get("usage"), dict):
                 last["usage"] = message["usage"]  # the last line's usage is the final one
             return
-        step_meta: dict[str, Any] = {}
+        usage = message.get("usage") if kind == "assistant" else None
+        self._append(message.get("role", kind), content, when, record, event, {}, usage, message_id)
+
+    def _system_note(self, event: dict[str, Any], when: datetime | None, record: str) -> None:
+        text = event.get("content")
+        if not isinstance(text, str) or not text:
+            return
+        meta = {"subtype": event["subtype"]} if isinstance(event.get("subtype"), str) else {}
+        self._append("system", [{"type": "text", "text": text}], when, record, event, meta)
+
+    def _append(
+        self,
+        role: Any,
+        content: list[Any],
+        when: datetime | None,
+        record: str,
+        event: dict[str, Any],
+        step_meta: dict[str, Any],
+        usage: Any = None,
+        message_id: Any = None,
+    ) -> None:
+        """One message of the session (steps come from it when the session is walked)."""
         if isinstance(event.get("uuid"), str):
             step_meta["event_uuid"] = event["uuid"]
         if event.get("isSidechain"):
             step_meta["sidechain"] = True
         self.entries.append(
             {
-                "role": message.get("role", kind),
+                "role": role,
                 "content": list(content),
                 "times": [when] * len(content),
-                "usage": message.get("usage") if kind == "assistant" else None,
+                "usage": usage,
                 "message_id": message_id,
                 "record": record,
                 "step_meta": step_meta,
@@ -194,7 +222,7 @@ def _read_sessions(source: Source) -> tuple[dict[str, _Session], list[tuple[str,
             if isinstance(event.get("summary"), str):
                 summaries.append((str(event.get("leafUuid", "")), event["summary"]))
             continue
-        if kind not in ("user", "assistant"):
+        if kind not in ("user", "assistant", "system"):
             continue
         session_id = event.get("sessionId")
         if not isinstance(session_id, str) or not session_id:

@@ -1,7 +1,8 @@
 """Pieces several format modules share (this module registers no importer): type checks that
 raise a :class:`RecordError` naming the record and the field, the text of a message's content,
-and :class:`Transcript`, what walking a chat transcript finds besides its steps (the
-prompt, the dialogue turns, tool results that answer no call, the final answer)."""
+and :class:`Transcript`, the steps of a chat transcript (tool calls and message turns, in
+order) and what else walking it finds (the prompt, tool results that answer no call, the final
+answer)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from trainer_core.recording.importers.base import RecordError
-from trainer_core.recording.schema import Outcome, Step
+from trainer_core.recording.schema import MESSAGE_ROLES, Outcome, Step
 
 T = TypeVar("T")
 
@@ -86,22 +87,25 @@ def message_text(
 
 @dataclass
 class Transcript:
-    """The steps of a chat transcript and what else its walk found: the first user text (the
-    prompt), the text turns that are not tool calls (``dialogue``, each with the index of the
-    step it precedes), tool results that answer no call, and the last assistant text after the
-    last tool call (the final answer)."""
+    """The steps of a chat transcript, in order — tool calls and the message turns between them
+    (:meth:`message`) — and what else its walk found: the first user text (the prompt), tool
+    results that answer no call, and the last assistant text after the last tool call (the final
+    answer)."""
 
     steps: list[Step] = field(default_factory=list)
     prompt: str = ""
-    dialogue: list[dict[str, Any]] = field(default_factory=list)
     unmatched_results: list[dict[str, Any]] = field(default_factory=list)
     final_text: str = ""
 
+    def message(self, role: str, text: str, *, thought: str = "", **metadata: Any) -> Step:
+        """Append a message step (``role`` user, assistant or system) and return it."""
+        step = message_step(len(self.steps), role, text, thought=thought, **metadata)
+        self.steps.append(step)
+        return step
+
     def metadata(self) -> dict[str, Any]:
-        """The trajectory metadata the walk adds: the dialogue and unmatched results, when any."""
+        """The trajectory metadata the walk adds: the unmatched results, when any."""
         meta: dict[str, Any] = {}
-        if self.dialogue:
-            meta["dialogue"] = self.dialogue
         if self.unmatched_results:
             meta["unmatched_tool_results"] = self.unmatched_results
         return meta
@@ -112,3 +116,21 @@ class Transcript:
         if self.final_text:
             outcome.metadata["final_answer"] = self.final_text
         return outcome
+
+
+def message_step(index: int, role: str, text: str, *, thought: str = "", **metadata: Any) -> Step:
+    """A message step; a role outside user/assistant/system (``developer``, ``ipython``, ...) is
+    a system message that keeps its role as ``metadata["source_role"]``."""
+    if role not in MESSAGE_ROLES:
+        metadata["source_role"] = role
+        role = "system"
+    return Step(
+        index=index, kind="message", role=role, text=text, thought=thought, metadata=metadata
+    )
+
+
+def renumber(steps: list[Step]) -> list[Step]:
+    """``steps`` with their indexes set to their positions (after interleaving)."""
+    for position, step in enumerate(steps):
+        step.index = position
+    return steps

@@ -4,7 +4,9 @@ progress — plus one ``samples/<id>_epoch_<n>.json`` per sample and epoch).
 
 One trajectory per sample and epoch. Each tool call of an assistant message is one step (tool =
 the function name, params = its arguments); the observation is the ``tool`` message with the
-same ``tool_call_id``; the thought is the assistant's text and reasoning. The prompt comes from
+same ``tool_call_id``; the thought is the assistant's text and reasoning. Every other message is a
+message step in its place: system and user messages, and assistant messages without a tool call
+(the text; the reasoning as the thought). The prompt comes from
 ``input``; the outcome from ``scores`` (``C``/``I``/``P``/``N``, a number or a bool; every
 scorer's value, answer and explanation are kept in the outcome metadata). ``attachment://``
 references are resolved from the sample's ``attachments``.
@@ -17,7 +19,12 @@ import zipfile
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
-from trainer_core.recording.importers.common import list_field, require, type_error
+from trainer_core.recording.importers.common import (
+    list_field,
+    message_step,
+    require,
+    type_error,
+)
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
 
 _LETTER = {"C": (True, 1.0), "I": (False, 0.0), "P": (False, 0.5), "N": (False, 0.0)}
@@ -233,8 +240,8 @@ def _observe(step: Step, message: dict[str, Any], text: str) -> None:
 
 def _steps(helper: _Sample, messages: list[Any]) -> tuple[list[Step], str]:
     """The steps of the sample's messages (one per tool call, observed by the ``tool`` message
-    with its id, else by the latest step still without an observation), and the final answer
-    (the last assistant text without a tool call)."""
+    with its id, else by the latest step still without an observation; a message step for every
+    other message), and the final answer (the last assistant text without a tool call)."""
     record = helper.record
     steps: list[Step] = []
     by_id: dict[str, Step] = {}
@@ -250,6 +257,9 @@ def _steps(helper: _Sample, messages: list[Any]) -> tuple[list[Step], str]:
             thought = "\n".join(t for t in (reasoning, text) if t)
             if not calls:
                 final_answer = text
+                steps.append(
+                    message_step(len(steps), "assistant", text, thought=reasoning, message_index=i)
+                )
             for j, call in enumerate(calls):
                 step = _call_step(
                     call,
@@ -265,9 +275,13 @@ def _steps(helper: _Sample, messages: list[Any]) -> tuple[list[Step], str]:
         elif role == "tool":
             step = by_id.get(message.get("tool_call_id"))
             if step is None:
-                step = next((s for s in reversed(steps) if not s.observation), None)
+                step = next(
+                    (s for s in reversed(steps) if s.kind == "tool" and not s.observation), None
+                )
             if step is not None:
                 _observe(step, message, text)
+        else:
+            steps.append(message_step(len(steps), role, text, message_index=i))
     return steps, final_answer
 
 

@@ -1,6 +1,7 @@
 """mini-swe-agent trajectories: a bare list of ``{role, content}`` messages (actions in fenced
 bash blocks, observations in the following user message) or the newer object with ``info``
-(exit status, submission, model stats) and ``messages``."""
+(exit status, submission, model stats) and ``messages``. The messages before the first assistant
+message (the system prompt, the task) are message steps before the tool steps."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import re
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
+from trainer_core.recording.importers.common import renumber
 from trainer_core.recording.importers.swe_agent import (
     as_int,
     content_text,
     expect,
+    leading_messages,
     loose_structure,
     stats_usage,
     tool_call_parts,
@@ -96,7 +99,7 @@ class MiniSweAgentImporter:
                     field=f"{field}[{i}].content",
                 )
 
-        steps = self._steps(messages, field)
+        steps = renumber([*leading_messages(messages), *self._steps(messages, field)])
         prompt = ""
         for message in messages:
             if message.get("role") == "user":
@@ -105,8 +108,9 @@ class MiniSweAgentImporter:
 
         status = info.get("exit_status")
         status = str(status) if status is not None else ""
-        submitted_by_command = bool(steps) and any(
-            marker in str(steps[-1].params.get("command", "")) for marker in _SUBMIT
+        tools = [s for s in steps if s.kind == "tool"]
+        submitted_by_command = bool(tools) and any(
+            marker in str(tools[-1].params.get("command", "")) for marker in _SUBMIT
         )
         outcome_meta: dict[str, Any] = {"exit_status": status or None}
         if "submission" in info:

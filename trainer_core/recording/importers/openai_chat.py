@@ -4,8 +4,9 @@ such objects, or JSONL with one ``{"messages": [...]}`` conversation per line.
 Assistant messages carry ``tool_calls`` (``function.name``, ``function.arguments`` as a JSON
 string); ``tool`` messages answer them by ``tool_call_id``. Each tool call is one step; the
 assistant text (and any ``reasoning_content``) before it is the step's thought. The legacy
-``function_call`` / ``role: function`` pair is read too. Text turns without a tool call are kept
-in ``metadata["dialogue"]`` with the index of the step they precede.
+``function_call`` / ``role: function`` pair is read too. Every other message is a message step in
+its place: system (``developer`` too), user, and assistant messages without a tool call (the text;
+``reasoning_content`` as the thought).
 """
 
 from __future__ import annotations
@@ -80,14 +81,10 @@ def parse_arguments(raw: Any, *, where: str, record: Any) -> tuple[dict[str, Any
 
 @dataclass
 class ChatWalk(Transcript):
-    """What :func:`walk_openai_messages` found; ``system`` is the first system message."""
+    """What :func:`walk_openai_messages` found; ``system`` is the first system message's text
+    (a message step as well)."""
 
     system: str = ""
-
-    def metadata(self) -> dict[str, Any]:
-        """The system prompt, then the dialogue and unmatched results, when any."""
-        meta: dict[str, Any] = {"system_prompt": self.system} if self.system else {}
-        return {**meta, **super().metadata()}
 
 
 class _Walker:
@@ -117,10 +114,14 @@ class _Walker:
             )
         if calls:
             walk.final_text = ""
-        elif text or thought:
-            walk.dialogue.append(
-                {"role": "assistant", "content": thought, "before_step": len(walk.steps)}
-            )
+            return
+        walk.message(
+            "assistant",
+            text,
+            thought=reasoning if isinstance(reasoning, str) else "",
+            message_index=index,
+        )
+        if text or thought:
             walk.final_text = thought
 
     def _call(self, call: Any, *, thought: str, index: int, where: str) -> None:
@@ -170,16 +171,15 @@ class _Walker:
         if message.get("is_error") or message.get("error"):
             step.error = str(message.get("error") or "tool_error")
 
-    def turn(self, role: str, text: str) -> None:
-        """A user, system or other text turn: the first user text is the prompt, the first
-        system text the system prompt; the others go to the dialogue."""
+    def turn(self, role: str, text: str, *, index: int) -> None:
+        """A user, system or other text turn: a message step (the first user text is the prompt,
+        the first system text the system prompt too)."""
         walk = self.walk
         if role == "user" and not walk.prompt and text:
             walk.prompt = text
         elif role in ("system", "developer") and not walk.system and text:
             walk.system = text
-            return
-        walk.dialogue.append({"role": role, "content": text, "before_step": len(walk.steps)})
+        walk.message(role, text, message_index=index)
 
 
 def walk_openai_messages(messages: Any, *, record: Any, field_name: str = "messages") -> ChatWalk:
@@ -203,7 +203,7 @@ def walk_openai_messages(messages: Any, *, record: Any, field_name: str = "messa
         elif role in ("tool", "function"):
             walker.result(message, role, text, index=i)
         else:
-            walker.turn(role, text)
+            walker.turn(role, text, index=i)
     for step in walker.waiting:
         step.metadata["no_result"] = True
     return walker.walk

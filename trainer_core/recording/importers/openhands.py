@@ -1,6 +1,11 @@
 """OpenHands logs: an event array (actions and observations, observations linked to actions by
 ``cause``), the same events one per line (JSONL), or an evaluation ``output.jsonl`` (one run per
-line, events under ``history``)."""
+line, events under ``history``).
+
+Every action the agent took is a tool step, observed by the observation that names it; the
+dialogue is message steps in its place: the user's ``message`` actions, the agent's ``message``
+actions that are no tool call (its text replies), and the ``system`` action (the system prompt).
+Bookkeeping events (agent state changes, recalls, condensation) are not turns and are left out."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
+from trainer_core.recording.importers.common import message_step
 from trainer_core.recording.importers.swe_agent import (
     as_float,
     as_int,
@@ -239,7 +245,8 @@ class OpenHandsImporter:
         if walk.user_messages > 1:
             metadata["user_messages"] = walk.user_messages
         outcome = Outcome(terminated=walk.finished)
-        if steps and steps[-1].tool != "finish" and steps[-1].metadata.get("action") == "finish":
+        tools = [s for s in steps if s.kind == "tool"]
+        if tools and tools[-1].tool != "finish" and tools[-1].metadata.get("action") == "finish":
             outcome.terminated = True
         return Trajectory(
             task=TaskRef(domain="generic", prompt=walk.prompt.strip()),
@@ -252,30 +259,34 @@ class OpenHandsImporter:
         )
 
     def _on_action(self, walk: _EventWalk, event: dict[str, Any]) -> None:
-        """A user message (the prompt), bookkeeping (skipped) or a step, with its model's
-        token usage counted once per model response."""
+        """A message (a message step; the first user message is the prompt too), bookkeeping
+        (skipped) or a tool step, with its model's token usage counted once per model
+        response."""
         kind = event["action"]
         args = event.get("args")
         if args is None:  # older flat events: the args sit beside "action"
             args = {k: v for k, v in event.items() if k not in _EVENT_KEYS}
         source = event.get("source")
-        if kind == "message" and (
-            source == "user" or (source is None and not walk.steps and not walk.prompt)
-        ):
+        if source == "environment" or (kind in SKIP_ACTIONS and kind != "system"):
+            return
+        first = not walk.prompt and not walk.action_time  # no user text, no tool step yet
+        if kind == "message" and (source == "user" or (source is None and first)):
             walk.user_messages += 1
-            if not walk.prompt:
-                walk.prompt = content_text(args.get("content") or event.get("message"))
+            text = content_text(args.get("content") or event.get("message"))
+            walk.prompt = walk.prompt or text
+            walk.steps.append(self._message(event, "user", text, len(walk.steps)))
             return
-        if kind in SKIP_ACTIONS or source == "environment":
-            return
-        step = self._action_step(event, kind, args, len(walk.steps))
-        walk.steps.append(step)
-        if "id" in event:
-            walk.by_id[event["id"]] = step
-        walk.action_time[id(step)] = _timestamp(event.get("timestamp"))
-        walk.pending.append(step)
-        if kind == "finish":
-            walk.finished = True
+        if kind == "system" or (kind == "message" and not event.get("tool_call_metadata")):
+            role = "system" if kind == "system" else "assistant"
+            text = content_text(args.get("content") or event.get("message"))
+            step = self._message(event, role, text, len(walk.steps))
+            thought = args.get("thought")
+            step.thought = (
+                thought.strip() if role == "assistant" and isinstance(thought, str) else ""
+            )
+            walk.steps.append(step)
+        else:
+            step = self._tool_step(walk, event, kind, args)
         response = _model_response(event)
         if response.get("model"):
             walk.models.append(str(response["model"]))
@@ -285,6 +296,27 @@ class OpenHandsImporter:
             walk.seen_responses.add(rid)
             step.tokens_in = as_int(usage.get("prompt_tokens"))
             step.tokens_out = as_int(usage.get("completion_tokens"))
+
+    def _tool_step(
+        self, walk: _EventWalk, event: dict[str, Any], kind: str, args: dict[str, Any]
+    ) -> Step:
+        step = self._action_step(event, kind, args, len(walk.steps))
+        walk.steps.append(step)
+        if "id" in event:
+            walk.by_id[event["id"]] = step
+        walk.action_time[id(step)] = _timestamp(event.get("timestamp"))
+        walk.pending.append(step)
+        if kind == "finish":
+            walk.finished = True
+        return step
+
+    def _message(self, event: dict[str, Any], role: str, text: str, index: int) -> Step:
+        metadata: dict[str, Any] = {"action": event["action"]}
+        if "id" in event:
+            metadata["event_id"] = event["id"]
+        step = message_step(index, role, text, **metadata)
+        step.started_at = _timestamp(event.get("timestamp"))
+        return step
 
     def _on_observation(self, walk: _EventWalk, event: dict[str, Any]) -> None:
         """An observation answers the action it names by ``cause`` (or, with no link, the latest

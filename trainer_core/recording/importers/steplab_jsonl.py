@@ -1,7 +1,10 @@
 """Steplab's own canonical JSONL: one ``Trajectory.to_json()`` per line (``schema_version`` on
 each). A single pretty-printed trajectory or a JSON list of them is read as well.
 
-Round trip: everything ``to_json()`` wrote comes back unchanged, except that the framework sets
+A record of an older schema version is upgraded (1.0: its dialogue and system prompt kept in
+metadata become message steps, :func:`~trainer_core.recording.schema.upgrade_document`); the
+format version is the file's. Round trip: everything ``to_json()`` wrote comes back unchanged,
+except that the framework sets
 ``source_format`` to ``steplab`` on import; a different original ``source_format`` (say
 ``inspect``) is kept in ``metadata["original_source_format"]``.
 """
@@ -108,7 +111,8 @@ class SteplabImporter:
             original = record.get("source_format")
             if isinstance(original, str) and original and original != self.name:
                 trajectory.metadata.setdefault("original_source_format", original)
-            versions.append(trajectory.schema_version)
+            version = record.get("schema_version")  # the file's (a 1.0 record is upgraded)
+            versions.append(version if isinstance(version, str) else trajectory.schema_version)
             out.append(trajectory)
         return out, versions[0] if versions else ""
 

@@ -1,5 +1,10 @@
 """SWE-agent ``.traj`` files: thought/action (``trajectory`` steps), function calling (history
-messages carry ``tool_calls``) and history-only files (steps rebuilt from the chat history)."""
+messages carry ``tool_calls``) and history-only files (steps rebuilt from the chat history).
+
+The messages of the history before the agent's first action — the system prompt, the instance
+prompt, and demonstrations (``is_demo``, kept as system notes with ``metadata["is_demo"]``) — are
+message steps before the tool steps; every later message is an action (a tool step) or its
+observation (the step's observation)."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import shlex
 from typing import Any
 
 from trainer_core.recording.importers.base import RecordError, Source, register_importer
-from trainer_core.recording.importers.common import message_text
+from trainer_core.recording.importers.common import message_step, message_text, renumber
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
 
 # SWE-agent's own commands (tool bundles); any other first word is a plain shell command.
@@ -215,6 +220,27 @@ def _history(data: dict[str, Any]) -> list[dict[str, Any]]:
     return history
 
 
+def leading_messages(messages: list[dict[str, Any]]) -> list[Step]:
+    """The message steps of the messages before the agent's first (non-demonstration) assistant
+    message: the system prompt, the task's user message, demonstrations (system notes with
+    ``metadata["is_demo"]``). Indexes are set by the caller."""
+    out: list[Step] = []
+    for i, message in enumerate(messages):
+        if _is_assistant(message):
+            break
+        role = str(message.get("role") or "user")
+        text = content_text(message.get("content"))
+        meta: dict[str, Any] = {"message_index": i}
+        if message.get("is_demo"):
+            meta.update(is_demo=True, source_role=role)
+            role = "system"
+        elif role not in ("user", "system"):
+            meta["source_role"] = role
+            role = "system"
+        out.append(message_step(len(out), role, text, **meta))
+    return out
+
+
 def _is_assistant(message: dict[str, Any]) -> bool:
     return message.get("role") == "assistant" and not message.get("is_demo")
 
@@ -265,6 +291,7 @@ class SweAgentImporter:
         else:
             steps = self._history_steps(history)
             variant = "history-only"
+        steps = renumber([*leading_messages(history), *steps])
 
         replay = loose_structure(data.get("replay_config"))
         replay = replay if isinstance(replay, dict) else {}

@@ -1,10 +1,9 @@
 """tau-bench result files: a JSON list of ``{task_id, reward, info, traj, trial}``.
 
 ``traj`` is the OpenAI chat history of the agent with the simulated user. Every tool call is one
-step (observation: the matching ``tool`` message). The agent's plain text replies to the user
-(tau-bench's ``respond`` action) are not steps: they are kept, with the user's turns, in
-``metadata["dialogue"]`` (each with the index of the step it precedes), so step counts equal tool
-calls. Outcome: ``reward`` (success when it is 1); ``info`` is kept in the outcome metadata. A run
+tool step (observation: the matching ``tool`` message); the system prompt, the user's turns and
+the agent's plain text replies (tau-bench's ``respond`` action) are message steps in their place
+(:func:`~trainer_core.recording.importers.openai_chat.walk_openai_messages`). Outcome: ``reward`` (success when it is 1); ``info`` is kept in the outcome metadata. A run
 that raised (``info.error``, with its traceback) has its error in ``metadata["error"]``: the store
 keeps it as a failed trajectory.
 """
@@ -86,7 +85,8 @@ class TauBenchImporter:
             )
             domain = _domain(walk.system)
             stopped = any(
-                d["role"] == "user" and "###STOP###" in (d["content"] or "") for d in walk.dialogue
+                s.kind == "message" and s.role == "user" and "###STOP###" in s.text
+                for s in walk.steps
             )
             transferred = any(s.tool == "transfer_to_human_agents" for s in walk.steps)
             outcome = walk.outcome(

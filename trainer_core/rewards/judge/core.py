@@ -1,7 +1,10 @@
 """The :class:`Judge`: an LLM scores each step of a trajectory on the model-evaluated rubrics.
 
-**Long trajectories.** With more steps than ``max_judged_steps``, an evenly spaced sample that
-always holds the first and the last step is judged (:func:`sample_positions`); every other step
+**What is judged.** The agent's own turns: tool steps and assistant messages (a message is judged
+on its text). User and system messages are context only (they show in the window).
+
+**Long trajectories.** With more turns than ``max_judged_steps``, an evenly spaced sample that
+always holds the first and the last turn is judged (:func:`sample_positions`); every other step
 is ``interpolated=True`` with, per rubric, the linear interpolation between its nearest judged
 neighbours (:func:`interpolate`; None when one of them has no score).
 
@@ -31,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from trainer_core.errors import ConfigError, PolicyError
-from trainer_core.recording.schema import as_trajectory
+from trainer_core.recording.schema import as_trajectory, is_assistant_turn
 from trainer_core.rewards.judge.cache import JudgeCache
 from trainer_core.rewards.judge.client import JudgeClient
 from trainer_core.rewards.judge.config import JudgeConfig, JudgeUsage, StepJudgement, sha256_json
@@ -181,14 +184,16 @@ class Judge:
         should_stop: Callable[[], str | None] | None = None,
         on_call: Callable[[JudgeUsage], None] | None = None,
     ) -> tuple[list[StepJudgement], JudgeUsage]:
-        """Judge every step (or a sample; see the module docstring): one StepJudgement per
-        step, in step order, and what it cost."""
+        """Judge every turn of the agent's own (or a sample; see the module docstring): one
+        StepJudgement per tool step and assistant message, in step order, and what it cost.
+        User and system messages are context, never judged."""
         traj = as_trajectory(trajectory)
         defs = coerce_rubrics(rubrics)
         self.check_ready()
         steps = list(traj.steps)
         prompt = traj.task.prompt if task_prompt is None else task_prompt
-        chosen = sample_positions(len(steps), self.config.max_judged_steps)
+        turns = [p for p, step in enumerate(steps) if is_assistant_turn(step)]
+        chosen = [turns[i] for i in sample_positions(len(turns), self.config.max_judged_steps)]
         run = _Run(should_stop, on_call)
         results: dict[int, StepJudgement] = {}
         if chosen:
@@ -218,7 +223,7 @@ class Judge:
 
         judged = {p: results[p].scores for p in chosen}
         judgements = []
-        for position in range(len(steps)):
+        for position in turns:
             if position in results:
                 judgements.append(results[position])
             else:

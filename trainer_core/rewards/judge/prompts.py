@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer_core.errors import ConfigError
+from trainer_core.recording.schema import is_message
 
 #: Bumped whenever the prompt's wording changes, so old cache entries stop matching.
 PROMPT_VERSION = "judge-step-1"
@@ -112,8 +113,9 @@ def untrusted(body: str, label: str) -> str:
 def step_user_prompt(
     steps: Sequence[Any], position: int, window: int, rubrics: Sequence[Any], task_prompt: str
 ) -> str:
-    """The user prompt of a step's call: the task, the ``window`` earlier steps (shortened) and
-    the step under review at ``position``, inside one untrusted-data block."""
+    """The user prompt of a step's call: the task, the ``window`` earlier steps (shortened; a
+    message by its role and text) and the step under review at ``position`` (a tool call, or an
+    assistant message), inside one untrusted-data block."""
     step = steps[position]
     earlier = steps[max(0, position - window) : position]
     parts = ["## The task given to the agent", _clip(task_prompt, TASK_CHARS) or "(no task text)"]
@@ -121,6 +123,12 @@ def step_user_prompt(
     if earlier:
         parts.append(f"## The {len(earlier)} earlier step(s) before it (observations shortened)")
         for prev in earlier:
+            if is_message(prev):
+                parts += [
+                    f"### Step {prev.index} ({prev.role} message)",
+                    f"text: {_head(prev.text, WINDOW_OBSERVATION_CHARS)}",
+                ]
+                continue
             parts += [
                 f"### Step {prev.index}",
                 f"tool: {prev.tool}",
@@ -131,13 +139,17 @@ def step_user_prompt(
         parts.append("## Earlier steps: none (this is the first step)")
     parts += ["", f"## The step under review: step {step.index}"]
     parts.append(f"thought: {_clip(step.thought, THOUGHT_CHARS) or '(none)'}")
-    parts.append(f"tool: {step.tool}")
-    parts.append(f"params: {_clip(_params(step.params), PARAMS_CHARS)}")
-    if step.exit_code is not None:
-        parts.append(f"exit code: {step.exit_code}")
-    if step.error:
-        parts.append(f"error: {_clip(step.error, 500)}")
-    parts.append(f"observation:\n{_clip(step.observation, OBSERVATION_CHARS) or '(empty)'}")
+    if is_message(step):
+        parts.append(f"a message to the user (no tool call), as the {step.role}:")
+        parts.append(_clip(step.text, OBSERVATION_CHARS) or "(empty)")
+    else:
+        parts.append(f"tool: {step.tool}")
+        parts.append(f"params: {_clip(_params(step.params), PARAMS_CHARS)}")
+        if step.exit_code is not None:
+            parts.append(f"exit code: {step.exit_code}")
+        if step.error:
+            parts.append(f"error: {_clip(step.error, 500)}")
+        parts.append(f"observation:\n{_clip(step.observation, OBSERVATION_CHARS) or '(empty)'}")
     data = untrusted("\n".join(parts), "the task and the agent's steps")
     return (
         f"Score step {step.index} of this agent trajectory.\n\n{data}\n\n"

@@ -8,10 +8,14 @@ no capabilities. Limits:
 * wall time: the command runs in a new session; on timeout (or ``interrupt()``) its whole
   process group is SIGKILLed, which takes the sandbox's PID namespace down with it;
 * CPU seconds, address space, file size (and process count where the kernel enforces it) via
-  ``setrlimit`` in the child before ``exec``, only ever lowering the inherited limits;
+  rlimits, only ever lowering the inherited limits;
 * memory and process count additionally via the sandbox's cgroup (cgroup v1 ``memory`` and
   ``pids`` groups, or one cgroup v2 group under a delegated base), made once when the sandbox
   starts, joined by each command, emptied after each command and removed when it closes.
+
+  Both are in place before the command starts: bubblewrap holds the sandbox's first process
+  (``--block-fd``) until it and bubblewrap are in the cgroups with lowered rlimits (see
+  :mod:`.process`); without bubblewrap the child sets them between fork and exec.
   Without one the sandbox refuses to start, unless ``STEPLAB_SANDBOX_UNCONTAINED=1``;
 * stdout and stderr are each kept up to ``limits.output_bytes`` (the rest is read and
   dropped, so the child never blocks on a full pipe) with a marker saying how much was cut.

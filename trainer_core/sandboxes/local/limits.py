@@ -1,6 +1,6 @@
 """Resource limits of local commands.
 
-Two mechanisms, both applied in the child between fork and exec (see
+Two mechanisms, both applied before the command runs (see
 :func:`trainer_core.sandboxes.local.process.spawn`):
 
 * rlimits (:func:`rlimits_for`): CPU seconds, address space, file size and process count,
@@ -42,13 +42,14 @@ def rlimits_for(limits: SandboxLimits, *, isolated: bool) -> list[tuple[int, int
     return out
 
 
-def lower_rlimits(rlimits: list[tuple[int, int]]) -> None:
-    """Set each rlimit (soft and hard) to its value, or to the hard limit when that is lower:
-    a limit is never raised. Safe between fork and exec (no Python-level locks)."""
+def lower_rlimits(rlimits: list[tuple[int, int]], pid: int = 0) -> None:
+    """Set each rlimit (soft and hard) of process ``pid`` (0: this one) to its value, or to its
+    hard limit when that is lower: a limit is never raised. Safe between fork and exec (no
+    Python-level locks)."""
     for which, value in rlimits:
-        _soft, hard = resource.getrlimit(which)
+        _soft, hard = resource.prlimit(pid, which)
         new = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (new, new))
+        resource.prlimit(pid, which, (new, new))
 
 
 def _count_user_processes(uid: int) -> int:
@@ -83,7 +84,7 @@ class SandboxCgroups(ABC):
 
     @property
     def procs_files(self) -> list[str]:
-        """The files a command's child writes its pid to, between fork and exec, to join."""
+        """The files a pid is written to, to move that process into the groups."""
         return [os.path.join(group, "cgroup.procs") for group in self.groups]
 
     @abstractmethod

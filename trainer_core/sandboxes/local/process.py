@@ -1,7 +1,12 @@
 """Process control of local commands.
 
-:func:`spawn` starts a command in a new session (its pid is its process group id), having it
-join its cgroups and lower its rlimits between fork and exec. :func:`collect` feeds its stdin
+:func:`spawn` starts a command in a new session (its pid is its process group id) in its
+cgroups and under its rlimits. Under bubblewrap it is held (``--block-fd``) once bubblewrap has
+set the sandbox up, before the sandbox's first process forks the command: we move bubblewrap and
+that process into the cgroups and lower their rlimits from outside (while bubblewrap sets up:
+a cgroup move waits for an RCU grace period, several ms), then let it go; no ``preexec_fn``, so
+the spawn itself is a vfork. Without bubblewrap the child joins and lowers its own between fork
+and exec. :func:`collect` feeds its stdin
 and reads its stdout and stderr under the wall-time deadline: each stream keeps up to the
 output cap and the rest is read and dropped, so the child never blocks on a full pipe. On
 timeout (or :func:`kill` from another thread) the whole process group is SIGKILLed, and
@@ -12,7 +17,9 @@ says how it ended.
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -48,19 +55,142 @@ def spawn(
     stdin_piped: bool,
     rlimits: list[tuple[int, int]],
     cgroups: CommandCgroups,
+    held: bool = False,
+    deadline: float | None = None,
 ) -> subprocess.Popen:
-    """Start ``argv`` in a new session with piped stdout/stderr (stdin piped or /dev/null)."""
+    """Start ``argv`` in a new session with piped stdout/stderr (stdin piped or /dev/null).
+    ``held``: ``argv`` is a bubblewrap command line, held until contained (see the module);
+    ``deadline`` (monotonic) bounds the wait for bubblewrap's set-up."""
+    popen_args = {
+        "stdin": subprocess.PIPE if stdin_piped else subprocess.DEVNULL,
+        "stdout": subprocess.PIPE,
+        "stderr": subprocess.PIPE,
+        "cwd": cwd,
+        "env": env,
+        "start_new_session": True,
+        "close_fds": True,
+    }
+    if held and _holding["works"]:
+        try:
+            return _spawn_held(argv, rlimits, cgroups.procs_files, deadline, popen_args)
+        except PermissionError:
+            # its sandbox's first process may not be limited from outside (a setuid bwrap
+            # before it drops its privileges): the child then joins and lowers its own, as
+            # without bubblewrap (the held one was killed before it ran anything)
+            _holding["works"] = False
     return subprocess.Popen(  # noqa: S603 - argv, no shell
-        argv,
-        stdin=subprocess.PIPE if stdin_piped else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-        close_fds=True,
-        preexec_fn=_make_preexec(rlimits, cgroups.procs_files),
+        argv, preexec_fn=_make_preexec(rlimits, cgroups.procs_files), **popen_args
     )
+
+
+_holding = {"works": True}  # False once holding bubblewrap was refused (see spawn)
+
+
+def _spawn_held(
+    argv: list[str],
+    rlimits: list[tuple[int, int]],
+    cgroup_procs: list[str],
+    deadline: float | None,
+    popen_args: dict,
+) -> subprocess.Popen:
+    """bubblewrap with ``--info-fd`` (it says its sandbox's first process) and ``--block-fd``
+    (that process waits there for a byte before it forks the command). A process that ended
+    early is killed and returned unreleased (its exit status and stderr tell why); a failure to
+    contain it kills it and raises."""
+    info_r, info_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    try:
+        full = [argv[0], "--info-fd", str(info_w), "--block-fd", str(hold_r), *argv[1:]]
+        proc = subprocess.Popen(full, pass_fds=(info_w, hold_r), **popen_args)  # noqa: S603
+    except BaseException:
+        for fd in (info_r, hold_w):
+            os.close(fd)
+        raise
+    finally:
+        os.close(info_w)
+        os.close(hold_r)
+    try:
+        release = _contain(proc.pid, info_r, rlimits, cgroup_procs, deadline)
+        if release:
+            _write_byte(hold_w)
+        else:
+            _killpg(proc.pid)  # before hold_w closes: EOF on --block-fd would release it
+    except BaseException:
+        _killpg(proc.pid)
+        os.close(hold_w)
+        _close_popen(proc)
+        raise
+    finally:
+        os.close(info_r)
+    os.close(hold_w)
+    return proc
+
+
+def _contain(
+    pid: int,
+    info_fd: int,
+    rlimits: list[tuple[int, int]],
+    cgroup_procs: list[str],
+    deadline: float | None,
+) -> bool:
+    """Move bubblewrap (``pid``; at once, so that the move overlaps its set-up) and then its
+    sandbox's first process into the cgroups, and lower that process's rlimits (the command is
+    its child; bubblewrap runs nothing else). False when either ended first."""
+    try:
+        join(pid, cgroup_procs)
+        first = _sandbox_pid(info_fd, deadline)
+        if first is None:
+            return False
+        join(first, cgroup_procs)
+        lower_rlimits(rlimits, first)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def join(pid: int, cgroup_procs: list[str]) -> None:
+    """Move process ``pid`` into each group (by writing it to the group's ``cgroup.procs``)."""
+    for path in cgroup_procs:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, str(pid).encode())
+        finally:
+            os.close(fd)
+
+
+def _sandbox_pid(info_fd: int, deadline: float | None) -> int | None:
+    """The ``child-pid`` bubblewrap writes to its info fd (it closes it then); None when it
+    closed it without one (it failed) or ``deadline`` passed."""
+    data = b""
+    while True:
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([info_fd], [], [], timeout)
+        if not ready:
+            return None
+        chunk = os.read(info_fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    try:
+        pid = json.loads(data)["child-pid"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return pid if isinstance(pid, int) and pid > 0 else None
+
+
+def _write_byte(fd: int) -> None:
+    try:
+        os.write(fd, b"1")
+    except BrokenPipeError:  # it is gone already
+        pass
+
+
+def _close_popen(proc: subprocess.Popen) -> None:
+    """Reap a killed process and close its pipes."""
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def _make_preexec(rlimits: list[tuple[int, int]], cgroup_procs: list[str]):
@@ -68,13 +198,7 @@ def _make_preexec(rlimits: list[tuple[int, int]], cgroup_procs: list[str]):
     Only async-signal-tolerant calls (os.open/os.write/setrlimit), no Python-level locks."""
 
     def preexec() -> None:
-        pid = str(os.getpid()).encode()
-        for path in cgroup_procs:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, pid)
-            finally:
-                os.close(fd)
+        join(os.getpid(), cgroup_procs)
         lower_rlimits(rlimits)
 
     return preexec
@@ -227,13 +351,19 @@ class _Collector:
         self.captures[fd].add(data)
 
     def wait_for_exit(self) -> None:
-        """Both pipes are closed; the command may still run (it closed them itself)."""
+        """Both pipes are closed; the command may still run (it closed them itself), or be
+        about to be reaped (a process closes its files before it becomes waitable): wait on its
+        pidfd (still registered until it fires), else poll every 10 ms."""
         while not self.run.killed and not _has_exited(self.proc):
-            if time.monotonic() >= self.deadline:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
                 self.timed_out = True
                 kill(self.run)
                 break
-            time.sleep(0.01)
+            if self.pidfd is not None and self.exited_at is None:
+                self.sel.select(timeout=min(1.0, remaining))
+            else:
+                time.sleep(0.01)
 
     def close(self) -> None:
         self.sel.close()
