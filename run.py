@@ -3,6 +3,8 @@
 
     python3 run.py          run the app: create .venv, install, migrate, load built-in data,
                             create the first admin, start the web server and a worker; Ctrl+C stops
+                            (on 127.0.0.1 with the debug page; any other STEPLAB_HOST, or DEBUG=0,
+                            runs gunicorn without it and needs SECRET_KEY: docs/security.md)
     python3 run.py test     run the test suite (PostgreSQL and Redis, then the SQLite subset)
     python3 run.py install  only create/update .venv
 

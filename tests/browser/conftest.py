@@ -49,7 +49,17 @@ def browser_page(request, tmp_path, monkeypatch):
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         page = context.new_page()
         page.set_default_timeout(15_000)
+        # Every page carries a Content-Security-Policy (docs/security.md): something it blocks
+        # (an inline script, style or handler) fails the test even if the page still looked fine.
+        # Give wait_for_function a function ("() => ..."): a bare expression is eval'd in the
+        # page, which the policy refuses.
+        blocked: list[str] = []
+        page.on(
+            "console",
+            lambda msg: blocked.append(msg.text) if "Content Security Policy" in msg.text else None,
+        )
         yield page
+        assert not blocked, "the Content-Security-Policy blocked:\n" + "\n".join(blocked)
     finally:
         report = getattr(request.node, "rep_call", None)
         if page is not None and report is not None and report.failed:

@@ -61,14 +61,18 @@ def test_label_with_keys_mark_first_error_and_submit(live_server, make_user, bro
 
     page.keyboard.press("j")  # step 0
     page.keyboard.press("5")
-    page.wait_for_function("document.querySelector('[data-testid=label-0]').innerText === '1.00'")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=label-0]').innerText === '1.00'"
+    )
     page.keyboard.press("j")  # step 1
     page.keyboard.press("2")
-    page.wait_for_function("document.querySelector('[data-testid=label-1]').innerText === '0.25'")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=label-1]').innerText === '0.25'"
+    )
     page.keyboard.press("j")  # step 2
     page.keyboard.press("0")
     page.wait_for_function(
-        "document.querySelector('[data-testid=label-2]').innerText === 'neutral'"
+        "() => document.querySelector('[data-testid=label-2]').innerText === 'neutral'"
     )
     # typing in the comment box fires no shortcut
     page.fill("textarea[name=comment]", "j5x0f")
@@ -84,7 +88,7 @@ def test_label_with_keys_mark_first_error_and_submit(live_server, make_user, bro
     page.keyboard.press("k")  # from step 2 back to step 1
     page.keyboard.press("f")  # step 1 is the first error
     page.wait_for_function(
-        "document.querySelector('[data-testid=label-3]').innerText === 'downstream'"
+        "() => document.querySelector('[data-testid=label-3]').innerText === 'downstream'"
     )
     assert page.inner_text("[data-testid=label-0]") == "1.00"  # typed: kept
     assert page.inner_text("[data-testid=label-1]") == "0.00 (first error)"
@@ -129,7 +133,7 @@ def test_first_error_key_keeps_labels_typed_on_earlier_steps(live_server, make_u
 
     def wait_cell(index: int, text: str) -> None:
         page.wait_for_function(
-            f"document.querySelector('[data-testid=label-{index}]').innerText === {text!r}"
+            f"() => document.querySelector('[data-testid=label-{index}]').innerText === {text!r}"
         )
 
     page.keyboard.press("j")  # step 0

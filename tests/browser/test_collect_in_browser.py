@@ -40,7 +40,7 @@ def test_launch_a_collect_run_and_watch_the_episodes_table_grow(
     page.fill("input[name=concurrency]", "1")
     page.locator("input[name=max_steps]").dispatch_event("change")
     page.wait_for_function(
-        "document.querySelector('[data-testid=estimate]').innerText.includes('6 episodes')"
+        "() => document.querySelector('[data-testid=estimate]').innerText.includes('6 episodes')"
     )
     assert "No API cost" in page.inner_text("[data-testid=estimate]")
     page.get_by_test_id("launch").click()
@@ -63,7 +63,7 @@ def test_launch_a_collect_run_and_watch_the_episodes_table_grow(
     )
     assert page.evaluate("window.__same_page") is True, "the page reloaded"
     page.wait_for_function(
-        "document.querySelector('#run-live').dataset.status === 'succeeded'", timeout=30_000
+        "() => document.querySelector('#run-live').dataset.status === 'succeeded'", timeout=30_000
     )
     assert page.inner_text("[data-testid=episodes-done]").startswith("6 of 6")
     assert "100%" in page.inner_text("[data-testid=success-rate]")

@@ -30,7 +30,7 @@ def test_the_pipeline_page_follows_the_stages_and_draws_the_curve(
     job = _finished(pipeline.job_id)
     assert job is not None and job.status == JobStatus.SUCCEEDED, job and job.error
     page.wait_for_function(
-        "document.querySelector('#curve-chart').getAttribute('data-points') === '3'"
+        "() => document.querySelector('#curve-chart').getAttribute('data-points') === '3'"
     )
     assert page.locator("[data-testid=curve] tbody tr").count() == 3
     statuses = page.locator("[data-testid=iteration-1] tbody tr").evaluate_all(

@@ -33,7 +33,9 @@ def test_step_scores_show_beside_each_step(live_server, make_user, browser_page)
     assert "0.375" in page.inner_text("#scores-step-1")
     assert "<b>judge said</b>" in page.inner_text("#scores-step-0")  # literal, not bold
     page.get_by_text(v1.label).click()
-    page.wait_for_function("document.querySelector('#scores-step-0').innerText.includes('0.50')")
+    page.wait_for_function(
+        "() => document.querySelector('#scores-step-0').innerText.includes('0.50')"
+    )
     assert "0.750" in page.inner_text("[data-testid=score-totals]")
     assert "1.00" in page.inner_text("#scores-step-1")
     assert problems == []

@@ -52,7 +52,7 @@ def test_train_from_the_form_watch_the_curve_register_the_checkpoint(
     page.fill("input[name=save_every]", "3")
     page.locator("input[name=save_every]").dispatch_event("change")
     page.wait_for_function(
-        "document.querySelector('[data-testid=yaml]').innerText.includes('max_steps: 6')"
+        "() => document.querySelector('[data-testid=yaml]').innerText.includes('max_steps: 6')"
     )
     assert str(model_dir) in page.inner_text("[data-testid=yaml]")
     page.get_by_test_id("launch").click()

@@ -57,6 +57,7 @@ def test_apply_creates_a_version_and_rescoring_leaves_old_scores_intact(
                 index=score.index,
                 value=round(score.total**3, 3),
             )
+    queue.items.update(completed=1)  # submitted: settled labels, what a calibration fits on
     calibration = services.calibration_fit(reward_model=old, user=operator)
     assert calibration.labels == len(before)
     services.calibration_apply(calibration=calibration, user=operator)

@@ -111,6 +111,8 @@ def load_profile(path_or_text: str | Path) -> DomainProfile:
     """A profile from a .json / .yaml / .yml file, or from JSON or YAML text."""
     import yaml
 
+    from trainer_core import safeparse
+
     path = Path(path_or_text) if not str(path_or_text).lstrip().startswith(("{", "name:")) else None
     if path is not None and path.exists():
         text = path.read_text()
@@ -119,7 +121,7 @@ def load_profile(path_or_text: str | Path) -> DomainProfile:
         text = str(path_or_text)
         is_json = text.lstrip().startswith("{")
     try:
-        data = json.loads(text) if is_json else yaml.safe_load(text)
+        data = safeparse.load_json(text) if is_json else safeparse.load_yaml(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise InputError(f"cannot parse the profile: {exc}") from None
     if not isinstance(data, dict):

@@ -7,15 +7,13 @@ imports torch only when it is built).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from trainer_core.errors import ConfigError
 from trainer_core.policies.base import PROMPT_FORMATS
+from trainer_core.policies.secrets import check_env_name, check_no_secret
 
 KINDS: tuple[str, ...] = ("scripted", "anthropic", "openai", "local")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SECRET_WORDS = ("api_key", "apikey", "secret", "password", "token")
 
 #: the parameters each kind accepts (beyond model and prompt format)
 PARAMETERS: dict[str, tuple[str, ...]] = {
@@ -65,26 +63,17 @@ def check_parameters(kind: str, model: str, prompt_format: str, parameters: dict
         )
     if not isinstance(parameters, dict):
         raise ConfigError("parameters must be a JSON object")
-    known = {name for names in PARAMETERS.values() for name in names}  # max_tokens is no secret
-    for name in parameters:
-        lowered = name.lower()
-        if any(word in lowered for word in _SECRET_WORDS) and name not in known:
-            raise ConfigError(
-                f"parameter {name!r} looks like a secret: never store keys; put the key in an "
-                "environment variable on the workers and give its name as api_key_env"
-            )
+    # keys at any depth, as names or values (headers, URLs with user:key@, sk-…, hf_…)
+    check_no_secret(parameters, "parameters", allowed=frozenset({"api_key_env"}))
+    check_no_secret(model, "model")
     unknown = sorted(set(parameters) - set(PARAMETERS[kind]))
     if unknown:
         raise ConfigError(
             f"unknown parameter(s) for a {kind} policy: {', '.join(unknown)}; "
             f"accepted: {', '.join(PARAMETERS[kind])}"
         )
-    env_name = parameters.get("api_key_env")
-    if env_name is not None and (not isinstance(env_name, str) or not _ENV_NAME.match(env_name)):
-        raise ConfigError(
-            "api_key_env must be the NAME of an environment variable (like ANTHROPIC_API_KEY), "
-            "not the key itself"
-        )
+    if parameters.get("api_key_env") is not None:
+        check_env_name(parameters["api_key_env"])
     if kind in ("anthropic", "openai") and not model:
         raise ConfigError(f"a {kind} policy needs a model name")
     if kind == "openai" and not parameters.get("base_url"):

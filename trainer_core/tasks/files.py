@@ -77,6 +77,7 @@ from typing import Any, NamedTuple
 import yaml
 from pydantic import ValidationError
 
+from trainer_core import safeparse
 from trainer_core.errors import ConfigError, InputError
 from trainer_core.tasks import checkers
 from trainer_core.tasks.model import Task
@@ -198,7 +199,7 @@ def load_tasks(
 
     if fmt == "json":
         try:
-            data = json.loads(text, object_pairs_hook=_pairs_hook)
+            data = safeparse.load_json(text, object_pairs_hook=_pairs_hook)
         except json.JSONDecodeError as exc:
             if _looks_like_jsonl(text):
                 fmt = "jsonl"
@@ -295,18 +296,18 @@ def _sniff(text: str) -> str:
     first = lines[0]
     if first.startswith("{"):
         try:
-            json.loads(first)
+            safeparse.load_json(first)
             return "jsonl"
         except json.JSONDecodeError:
             pass
         try:
-            json.loads(text)
+            safeparse.load_json(text)
             return "json"
         except json.JSONDecodeError:
             return "jsonl"
     if first.startswith("["):
         try:
-            json.loads(text)
+            safeparse.load_json(text)
             return "json"
         except json.JSONDecodeError:
             return "yaml"
@@ -348,7 +349,7 @@ def _parse_jsonl(text: str, problems: list[Problem]) -> list[tuple[int | None, A
         if not stripped or stripped.startswith("#"):
             continue
         try:
-            value = json.loads(stripped, object_pairs_hook=_pairs_hook)
+            value = safeparse.load_json(stripped, object_pairs_hook=_pairs_hook)
         except json.JSONDecodeError as exc:
             problems.append(
                 Problem(
@@ -365,15 +366,14 @@ def _parse_jsonl(text: str, problems: list[Problem]) -> list[tuple[int | None, A
 def _compose_quietly(text: str) -> yaml.Node | None:
     """The YAML node tree of ``text`` (used for JSON documents' line numbers), or None."""
     try:
-        return yaml.compose(text, Loader=yaml.SafeLoader)
+        return safeparse.compose_yaml(text)
     except yaml.YAMLError:
         return None
 
 
 def _parse_yaml(text: str, problems: list[Problem]):
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data, node = safeparse.load_yaml_with_node(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         reason = " ".join(

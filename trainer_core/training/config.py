@@ -299,8 +299,10 @@ def config_from_yaml(cls: type, text: str) -> Any:
     """A ``cls`` config from YAML text (see :func:`config_from_dict`)."""
     import yaml
 
+    from trainer_core import safeparse
+
     try:
-        data = yaml.safe_load(text)
+        data = safeparse.load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"the config is not valid YAML: {exc}") from None
     return config_from_dict(cls, data or {})

@@ -579,9 +579,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with open(args.config, encoding="utf-8") as fh:
         config = config_from_yaml(SFTConfig, fh.read())
     if args.overrides:
-        import yaml
+        from trainer_core import safeparse
 
-        data = yaml.safe_load(config_to_yaml(config))
+        data = safeparse.load_yaml(config_to_yaml(config))
         for item in args.overrides:
             key, sep, value = item.partition("=")
             if not sep:

@@ -25,6 +25,11 @@ class QueueForm(forms.Form):
     scale_points = forms.IntegerField(min_value=2, max_value=10, initial=5)
     annotators_per_item = forms.IntegerField(min_value=1, max_value=10, initial=1)
     reservation_minutes = forms.IntegerField(min_value=1, max_value=24 * 60, initial=30)
+    free_labelling = forms.BooleanField(
+        required=False,
+        help_text="Let annotators label any item without reserving it (and change what they "
+        "submitted). Off: an item is labelled only by those who hold its reservation.",
+    )
     budget = forms.IntegerField(min_value=1, max_value=100_000, initial=100)
     seed = forms.IntegerField(initial=0)
 

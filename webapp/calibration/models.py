@@ -3,9 +3,12 @@
 A queue holds items (a trajectory, or a pair of trajectories of one task). Each item is shown to
 ``annotators_per_item`` different annotators (blind: nobody sees another's labels). An
 annotator reserves an item for ``reservation_minutes``; an expired reservation returns the item
-to the pool. Each annotator's labels are their own rows, so two annotators never overwrite each
-other; every change to a row is kept in ``LabelEdit`` and rows carry a version number for
-optimistic locking (a stale edit is refused with a clear message, never applied silently).
+to the pool, and labels and submissions are refused without a live reservation (unless the queue
+allows ``free_labelling``). Until an item is complete for everyone, an annotator sees only their
+own labels, submission and history of it; admins see everything. Each annotator's labels are
+their own rows, so two annotators never overwrite each other; every change to a row is kept in
+``LabelEdit`` and rows carry a version number for optimistic locking (a stale edit is refused with
+a clear message, never applied silently).
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ class AnnotationQueue(CreatedModel):
     scale_points = models.PositiveSmallIntegerField(default=5)  # keys 1..N → 0..1
     annotators_per_item = models.PositiveSmallIntegerField(default=1)
     reservation_minutes = models.PositiveIntegerField(default=30)
+    # False (the default): labelling and submitting an item needs a live reservation of it;
+    # True: anyone with the annotator role may label any item (and change what they submitted)
+    free_labelling = models.BooleanField(default=False)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.SELECTION)
     reward_model = models.ForeignKey(
         "rewards.RewardModel", null=True, blank=True, on_delete=models.SET_NULL

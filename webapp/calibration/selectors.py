@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from trainer_core.calibration import agreement as stats
 from trainer_core.calibration.simulated import auroc, truth_labels
+from webapp.accounts.permissions import Need, user_can
 from webapp.calibration.models import (
     AnnotationQueue,
     Calibration,
@@ -30,10 +31,36 @@ from webapp.trajectories.selectors import diff_context, trajectory_specs
 OBSERVATION_PREVIEW = 1500
 
 
-def human_labels(*, queue: AnnotationQueue | None = None) -> list[tuple[str, int, float]]:
+# --- blind overlap: who may see whose labels ---------------------------------------------------
+
+
+def sees_every_label(*, user) -> bool:
+    """Admins see every annotator's labels, submissions and history at any time."""
+    return user_can(user, Need.ADMINISTER)
+
+
+def item_complete(*, item: QueueItem) -> bool:
+    """Whether every annotator the item is meant for has submitted it (blind overlap ends)."""
+    return item.completed >= item.queue.annotators_per_item
+
+
+def visible_to(*, rows: QuerySet, user) -> QuerySet:
+    """The ``rows`` (labels, submissions, edits: anything with an annotator and an item)
+    that ``user`` may read: their own, and everyone's on items complete for everyone; all of
+    them for an admin. ``user=None`` (what the server computes for everyone to see: a fitted
+    calibration, a dataset export): only the settled ones, of items complete for everyone."""
+    if user is not None and sees_every_label(user=user):
+        return rows
+    complete = Q(item__completed__gte=F("item__queue__annotators_per_item"))
+    return rows.filter(complete if user is None else complete | Q(annotator=user))
+
+
+def human_labels(
+    *, queue: AnnotationQueue | None = None, user=None
+) -> list[tuple[str, int, float]]:
     """(unit, annotator, value) for every step label with a value (neutral and downstream
-    labels carry no value and are left out)."""
-    qs = StepLabel.objects.filter(value__isnull=False)
+    labels carry no value and are left out) that ``user`` may see (:func:`visible_to`)."""
+    qs = visible_to(rows=StepLabel.objects.filter(value__isnull=False), user=user)
     if queue is not None:
         qs = qs.filter(item__queue=queue)
     return [
@@ -44,11 +71,14 @@ def human_labels(*, queue: AnnotationQueue | None = None) -> list[tuple[str, int
     ]
 
 
-def labelled_steps(*, reward_model, queue: AnnotationQueue | None = None) -> list[dict[str, Any]]:
+def labelled_steps(
+    *, reward_model, queue: AnnotationQueue | None = None, user=None
+) -> list[dict[str, Any]]:
     """Each labelled step with the mean human value, its tool and domain, and this version's
-    step total and rubric scores (None when the version did not score it)."""
+    step total and rubric scores (None when the version did not score it). Only the labels
+    ``user`` may see (:func:`visible_to`; None: those of items complete for everyone)."""
     by_step: dict[tuple[int, int], list[float]] = defaultdict(list)
-    qs = StepLabel.objects.filter(value__isnull=False)
+    qs = visible_to(rows=StepLabel.objects.filter(value__isnull=False), user=user)
     if queue is not None:
         qs = qs.filter(item__queue=queue)
     for tid, index, value in qs.values_list("trajectory_id", "index", "value"):
@@ -99,14 +129,17 @@ def labelled_steps(*, reward_model, queue: AnnotationQueue | None = None) -> lis
 
 
 def agreement(
-    *, reward_model, queue: AnnotationQueue | None = None, seed: int = 0
+    *, reward_model, queue: AnnotationQueue | None = None, seed: int = 0, user=None
 ) -> dict[str, Any]:
     """Human-to-human (the ceiling) and human-to-model figures with bootstrap intervals, overall
-    and per rubric, tool and domain, plus a reliability curve and a confusion matrix."""
-    labels = human_labels(queue=queue)
+    and per rubric, tool and domain, plus a reliability curve and a confusion matrix; from the
+    labels ``user`` may see (blind overlap: their own and those of complete items)."""
+    labels = human_labels(queue=queue, user=user)
     ceiling = stats.human_agreement(labels) if labels else {}
     rows = [
-        r for r in labelled_steps(reward_model=reward_model, queue=queue) if r["model"] is not None
+        r
+        for r in labelled_steps(reward_model=reward_model, queue=queue, user=user)
+        if r["model"] is not None
     ]
     human = [r["human"] for r in rows]
     model = [r["model"] for r in rows]
@@ -245,8 +278,11 @@ def labels_of(*, item: QueueItem, user) -> QuerySet[StepLabel]:
     return StepLabel.objects.filter(item=item, annotator=user)
 
 
-def item_edits(*, item: QueueItem) -> QuerySet[LabelEdit]:
-    return LabelEdit.objects.filter(item=item).select_related("annotator")
+def item_edits(*, item: QueueItem, user) -> QuerySet[LabelEdit]:
+    """The item's history as ``user`` may read it: only their own edits until the item is
+    complete for everyone (blind overlap), everyone's after that or for an admin."""
+    edits = LabelEdit.objects.filter(item=item).select_related("annotator")
+    return visible_to(rows=edits, user=user)
 
 
 # --- agreement and calibration -------------------------------------------------------------------
@@ -260,11 +296,14 @@ def version_for_page(*, raw: str | None) -> RewardModel | None:
     return RewardModel.objects.order_by("-created_at").first()
 
 
-def calibration_page(*, version: RewardModel | None, queue_id: str | None) -> dict[str, Any]:
-    """The agreement figures of ``version`` (on one queue's labels, or all), with what the page
-    offers to choose from and the calibrations fitted on that version."""
+def calibration_page(
+    *, version: RewardModel | None, queue_id: str | None, user=None
+) -> dict[str, Any]:
+    """The agreement figures of ``version`` (on one queue's labels, or all; those ``user`` may
+    see), with what the page offers to choose from and the calibrations fitted on that
+    version."""
     queue = queue_get(id=int(queue_id)) if queue_id and queue_id.isdigit() else None
-    figures = agreement(reward_model=version, queue=queue) if version else None
+    figures = agreement(reward_model=version, queue=queue, user=user) if version else None
     return {
         "version": version,
         "queue": queue,

@@ -46,6 +46,10 @@ class LabelConflict(ApplicationError):
     """An edit based on a stale version of a label (another tab or person changed it)."""
 
 
+class NotHeld(ApplicationError):
+    """A label or submission by someone who does not hold the item's reservation."""
+
+
 # --- creating queues --------------------------------------------------------------------------
 
 
@@ -148,6 +152,7 @@ def queue_create(
     scale_points: int = 5,
     annotators_per_item: int = 1,
     reservation_minutes: int = 30,
+    free_labelling: bool = False,
     source: str = AnnotationQueue.Source.SELECTION,
     trajectory_ids: list[int] | None = None,
     reward_model=None,
@@ -207,6 +212,7 @@ def queue_create(
             scale_points=scale_points,
             annotators_per_item=annotators_per_item,
             reservation_minutes=reservation_minutes,
+            free_labelling=bool(free_labelling),
             source=source,
             reward_model=reward_model,
             other_reward_model=other_reward_model,
@@ -281,6 +287,66 @@ def next_item(*, queue: AnnotationQueue, user, exclude: int | None = None) -> Qu
     return None
 
 
+def item_hold(*, item: QueueItem, user) -> str:
+    """Make sure ``user`` may label ``item`` now, reserving it when a place is free (opening an
+    item's page does this). Returns "" when they may, else why not (the page shows it and the
+    item is read-only for them)."""
+    queue = item.queue
+    if queue.free_labelling:
+        return ""
+    now = timezone.now()
+    expires = now + timedelta(minutes=queue.reservation_minutes)
+    if Reservation.objects.filter(item=item, annotator=user, expires_at__gt=now).exists():
+        return ""
+    if Submission.objects.filter(item=item, annotator=user, submitted_at__isnull=False).exists():
+        return (
+            "You submitted this item already; in this queue a submitted item is not changed "
+            "again. Start annotating from the queue for the next one."
+        )
+    with transaction.atomic():
+        QueueItem.objects.select_for_update().filter(pk=item.pk).first()  # one taker at a time
+        completed = QueueItem.objects.filter(pk=item.pk).values_list("completed", flat=True)[0]
+        holders = (
+            Reservation.objects.filter(item=item, expires_at__gt=now)
+            .exclude(annotator=user)
+            .count()
+        )
+        if completed + holders >= queue.annotators_per_item:
+            return (
+                "Other annotators hold or have completed every place of this item, so it is "
+                "read-only for you. Start annotating from the queue to get an item of your own."
+            )
+        Reservation.objects.update_or_create(
+            item=item, annotator=user, defaults={"expires_at": expires}
+        )
+    return ""
+
+
+def _require_hold(item: QueueItem, user) -> None:
+    """Refuse (NotHeld, nothing written) a label or submission by someone without a live
+    reservation of the item, unless the queue allows free labelling; a live one is extended by
+    the queue's reservation time (the annotator is working on it)."""
+    queue = item.queue
+    if queue.free_labelling:
+        return
+    now = timezone.now()
+    extended = Reservation.objects.filter(item=item, annotator=user, expires_at__gt=now).update(
+        expires_at=now + timedelta(minutes=queue.reservation_minutes)
+    )
+    if extended:
+        return
+    lapsed = Reservation.objects.filter(item=item, annotator=user).first()
+    why = (
+        f"your reservation of it ran out at {timezone.localtime(lapsed.expires_at):%H:%M}"
+        if lapsed is not None
+        else "it is not reserved for you"
+    )
+    raise NotHeld(
+        f"Nothing was saved: {why}. Open the item again (it is reserved for you if a place is "
+        "still free), or start annotating from the queue for another one."
+    )
+
+
 # --- labels ---------------------------------------------------------------------------------------
 
 
@@ -294,6 +360,18 @@ def _as_json(label: StepLabel | None) -> dict[str, Any] | None:
     if label is None:
         return None
     return {"value": label.value, "neutral": label.neutral, "origin": label.origin}
+
+
+def _labelled_step(item: QueueItem, index: int) -> None:
+    """Refuse a step that does not exist or is not the agent's (a user or system message)."""
+    step = item.trajectory.steps.filter(index=index).only("kind", "role").first()
+    if step is None:
+        raise ApplicationError(f"Trajectory {item.trajectory_id} has no step {index}.")
+    if not step.is_assistant_turn:
+        raise ApplicationError(
+            f"Step {index} is a {step.role} message: only the agent's turns (tool calls and "
+            "its replies) are labelled."
+        )
 
 
 def label_set(
@@ -313,9 +391,9 @@ def label_set(
     queue = item.queue
     if key is not None and not 1 <= key <= queue.scale_points:
         raise ApplicationError(f"Use the keys 1 to {queue.scale_points} on this queue's scale.")
-    if not item.trajectory.steps.filter(index=index).exists():
-        raise ApplicationError(f"Trajectory {item.trajectory_id} has no step {index}.")
+    _labelled_step(item, index)
     with transaction.atomic():
+        _require_hold(item, user)
         label = (
             StepLabel.objects.select_for_update()
             .filter(item=item, annotator=user, index=index)
@@ -362,10 +440,14 @@ def first_error_set(*, item: QueueItem, user, index: int, reason: str = "") -> N
     ones downstream (not judged). An earlier step the annotator labelled by hand (a key or
     neutral) keeps that label; only earlier steps with no label, or with one an earlier
     first-error mark made, become good."""
-    steps = list(item.trajectory.steps.order_by("index").values_list("index", flat=True))
-    if index not in steps:
-        raise ApplicationError(f"Trajectory {item.trajectory_id} has no step {index}.")
+    _labelled_step(item, index)
+    steps = list(  # the agent's turns: user and system messages are never labelled
+        item.trajectory.steps.filter(Q(kind="tool") | Q(role="assistant"))
+        .order_by("index")
+        .values_list("index", flat=True)
+    )
     with transaction.atomic():
+        _require_hold(item, user)
         existing = {
             label.index: label
             for label in StepLabel.objects.select_for_update().filter(item=item, annotator=user)
@@ -415,6 +497,7 @@ def submit(
     if trajectory_key is not None and not 1 <= trajectory_key <= queue.scale_points:
         raise ApplicationError(f"The trajectory score must be 1 to {queue.scale_points}.")
     with transaction.atomic():
+        _require_hold(item, user)
         submission, created = Submission.objects.select_for_update().get_or_create(
             item=item, annotator=user
         )
@@ -450,28 +533,37 @@ def submit(
             QueueItem.objects.filter(pk=item.pk).update(completed=F("completed") + 1)
         Reservation.objects.filter(item=item, annotator=user).delete()
         if queue.mode == AnnotationQueue.Mode.PAIRWISE:
-            PreferencePair.objects.filter(
-                source=PreferencePair.Source.HUMAN,
-                created_by=user,
-                method=f"queue:{queue.pk}",
-                chosen_id__in=[item.trajectory_id, item.other_id],
-                rejected_id__in=[item.trajectory_id, item.other_id],
-            ).delete()
-        if queue.mode == AnnotationQueue.Mode.PAIRWISE and choice in ("A", "B"):
-            chosen, rejected = (
-                (item.trajectory_id, item.other_id)
-                if choice == "A"
-                else (item.other_id, item.trajectory_id)
-            )
-            PreferencePair.objects.create(
-                task_ref=item.trajectory.task_ref[:300],
-                chosen_id=chosen,
-                rejected_id=rejected,
-                source=PreferencePair.Source.HUMAN,
-                method=f"queue:{queue.pk}",
-                created_by=user if getattr(user, "is_authenticated", False) else None,
-            )
+            _human_pairs_sync(item)
     return submission
+
+
+def _human_pairs_sync(item: QueueItem) -> None:
+    """The human preference pairs of a pairwise item: one per annotator who chose A or B, made
+    only once the item is complete for everyone (blind overlap: the pairs page would otherwise
+    show one annotator's choice to the next)."""
+    queue = item.queue
+    both = [item.trajectory_id, item.other_id]
+    PreferencePair.objects.filter(
+        source=PreferencePair.Source.HUMAN,
+        method=f"queue:{queue.pk}",
+        chosen_id__in=both,
+        rejected_id__in=both,
+    ).delete()
+    completed = QueueItem.objects.filter(pk=item.pk).values_list("completed", flat=True)[0]
+    if completed < queue.annotators_per_item:
+        return
+    for submission in Submission.objects.filter(
+        item=item, submitted_at__isnull=False, choice__in=("A", "B")
+    ).select_related("annotator"):
+        chosen, rejected = both if submission.choice == "A" else both[::-1]
+        PreferencePair.objects.create(
+            task_ref=item.trajectory.task_ref[:300],
+            chosen_id=chosen,
+            rejected_id=rejected,
+            source=PreferencePair.Source.HUMAN,
+            method=f"queue:{queue.pk}",
+            created_by=submission.annotator,
+        )
 
 
 # --- calibrations -----------------------------------------------------------------------------------
@@ -481,7 +573,8 @@ def calibration_fit(
     *, reward_model, user=None, folds: int = 5, seed: int = 0, queue: AnnotationQueue | None = None
 ) -> Calibration:
     """Fit rubric weights and an isotonic map from the human step labels (every label, or one
-    queue's) against this version's step scores, with cross-validation."""
+    queue's; of items complete for everyone: blind overlap keeps the others private) against
+    this version's step scores, with cross-validation."""
     rows = [
         {"rubrics": r["rubrics"], "model": r["raw_model"], "human": r["human"]}
         for r in labelled_steps(reward_model=reward_model, queue=queue)

@@ -102,10 +102,12 @@ def queue_peek(request, pk: int):
 def item_page(request, pk: int, item: int):
     item = selectors.item_get(queue_id=pk, id=item)
     queue = item.queue
+    not_held = services.item_hold(item=item, user=request.user)  # reserves it if a place is free
     submission = selectors.item_submission(item=item, user=request.user)
     context = _ctx(
         queue=queue,
         item=item,
+        not_held=not_held,
         steps=selectors.item_steps(item=item, user=request.user),
         **selectors.item_pair(item=item),
         submission=submission,
@@ -153,6 +155,8 @@ def label(request, pk: int, item: int):
         )
     except services.LabelConflict as exc:
         return _conflict(exc)
+    except services.NotHeld as exc:
+        return _conflict(exc, 403)
     except ApplicationError as exc:
         return _conflict(exc, 400)
     return JsonResponse(_label_json(index, row))
@@ -177,6 +181,8 @@ def first_error(request, pk: int, item: int):
         services.first_error_set(item=item, user=request.user, index=index)
     except (KeyError, ValueError):
         return JsonResponse({"error": "index must be a number"}, status=400)
+    except services.NotHeld as exc:
+        return _conflict(exc, 403)
     except ApplicationError as exc:
         return _conflict(exc, 400)
     rows = selectors.labels_of(item=item, user=request.user)
@@ -203,6 +209,8 @@ def submit(request, pk: int, item: int):
         )
     except services.LabelConflict as exc:
         return _conflict(exc)
+    except services.NotHeld as exc:
+        return _conflict(exc, 403)
     except ApplicationError as exc:
         return _conflict(exc, 400)
     nxt = services.next_item(queue=item.queue, user=request.user)
@@ -217,8 +225,9 @@ def submit(request, pk: int, item: int):
 @requires(Need.LABEL)
 def item_history(request, pk: int, item: int):
     item = selectors.item_get(queue_id=pk, id=item)
-    edits = selectors.item_edits(item=item)
-    return render(request, "calibration/history.html", _ctx(item=item, edits=edits))
+    edits = selectors.item_edits(item=item, user=request.user)
+    context = _ctx(item=item, edits=edits, blind=not selectors.item_complete(item=item))
+    return render(request, "calibration/history.html", context)
 
 
 # --- agreement and calibration ----------------------------------------------------------------
@@ -231,7 +240,7 @@ def _version(request):
 @requires(Need.READ)
 def calibration_page(request):
     context = selectors.calibration_page(
-        version=_version(request), queue_id=request.GET.get("queue", "")
+        version=_version(request), queue_id=request.GET.get("queue", ""), user=request.user
     )
     return render(request, "calibration/calibration.html", _ctx(**context))
 

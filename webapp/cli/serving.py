@@ -4,6 +4,7 @@ until Ctrl+C) and ``worker``. Django is set up before this module is imported.""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import signal
 import socket
@@ -12,6 +13,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 
 import click
 from django.conf import settings
@@ -60,11 +62,62 @@ def worker(queues: str, concurrency: int, name: str | None) -> None:
     os.execv(sys.executable, argv)
 
 
+LOOPBACK_NAMES = {"localhost", "ip6-localhost", "ip6-loopback"}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` serves this machine only (127.0.0.0/8, ::1, localhost). Any
+    other name or address, 0.0.0.0 and :: included, counts as reachable from elsewhere."""
+    name = host.strip().strip("[]").lower()
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def debug_allowed(host: str, debug_setting: bool) -> bool:
+    """The debug page (and Django's development server) only while DEBUG is on *and* the bind
+    is loopback; any other bind runs the production shape (DEBUG off, gunicorn)."""
+    return debug_setting and is_loopback(host)
+
+
+def bind_address(host: str, port: int) -> str:
+    name = host.strip().strip("[]")
+    return f"[{name}]:{port}" if ":" in name else f"{name}:{port}"
+
+
+def web_argv(host: str, port: int, *, debug: bool) -> list[str]:
+    """The web server: Django's development server while debugging on loopback, gunicorn
+    otherwise."""
+    address = bind_address(host, port)
+    if debug:
+        return [sys.executable, "-m", "django", "runserver", "--noreload", address]
+    workers = os.environ.get("STEPLAB_WEB_WORKERS", "2")
+    argv = [
+        *[sys.executable, "-m", "gunicorn", "webapp.config.wsgi", "-b", address],
+        *["-w", workers, "--threads", "4", "--graceful-timeout", "10"],
+    ]
+    # gunicorn 27 opens a control socket in ~/.gunicorn by default: one per user, so a second
+    # instance (another port, a test) would fight over it. The run command needs none.
+    from gunicorn.config import KNOWN_SETTINGS  # noqa: PLC0415 - only the production shape
+
+    if any("--no-control-socket" in (known.cli or []) for known in KNOWN_SETTINGS):
+        argv.append("--no-control-socket")
+    return argv
+
+
 def _port_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return False
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((host, port))
+            s.bind(address)
         except OSError:
             return False
     return True
@@ -128,12 +181,26 @@ def stop(procs: list[subprocess.Popen], grace: float = 10.0) -> None:
 @click.option("--concurrency", default=2, show_default=True, help="Worker processes.")
 def serve(host: str, port: int, concurrency: int) -> None:
     """Run Steplab: migrate, load built-in data, create the first admin, then the web server and
-    one worker on every queue. Ctrl+C stops both."""
+    one worker on every queue. Ctrl+C stops both. On loopback with DEBUG on (the default) the web
+    server is Django's development server with the debug page; any other bind, or DEBUG=0, runs
+    gunicorn with DEBUG off. A worker that dies is started again; the web server keeps serving."""
+    debug = debug_allowed(host, settings.DEBUG)
+    if not debug and settings.STEPLAB_SECRET_KEY_IS_DEVELOPMENT:
+        raise click.ClickException(
+            f"{host} is not a loopback address, so Steplab runs in production mode (DEBUG off, "
+            "gunicorn), and the development SECRET_KEY is public. Set SECRET_KEY to a long random "
+            "value (python3 -c 'import secrets; print(secrets.token_urlsafe(64))'), ALLOWED_HOSTS "
+            "to the names clients use, and see docs/security.md; or serve on 127.0.0.1."
+        )
     if not _port_free(host, port):
         raise click.ClickException(
             f"port {port} on {host} is taken; stop what uses it or set STEPLAB_PORT"
         )
-    _prepare()
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.setdefault("DJANGO_SETTINGS_MODULE", "webapp.config.settings")
+    if not debug:
+        env["DEBUG"] = "0"
+    _prepare(env, debug=debug)
     procs: list[subprocess.Popen] = []
     stopping = False
 
@@ -147,7 +214,7 @@ def serve(host: str, port: int, concurrency: int) -> None:
     signal.signal(signal.SIGINT, handle)
     signal.signal(signal.SIGTERM, handle)
     try:
-        _run(procs, host, port, concurrency)
+        _run(procs, Serving(host=host, port=port, concurrency=concurrency, env=env, debug=debug))
     except KeyboardInterrupt:
         pass
     finally:
@@ -156,7 +223,7 @@ def serve(host: str, port: int, concurrency: int) -> None:
         click.echo("stopped")
 
 
-def _prepare() -> None:
+def _prepare(env: dict[str, str], *, debug: bool) -> None:
     """Migrate, load the built-in data, create the first admin (and collect static files in
     production), saying what was done."""
     db = settings.DATABASES["default"]
@@ -176,39 +243,84 @@ def _prepare() -> None:
         click.echo(
             f"created admin '{admin.username}' with the password from STEPLAB_ADMIN_PASSWORD"
         )
-    if not settings.DEBUG:
-        call_command("collectstatic", interactive=False, verbosity=0)
+    if not debug:
+        # With the production settings the children run with (manifest static files).
+        collect = [sys.executable, "-m", "django", "collectstatic", "--noinput", "-v", "0"]
+        if subprocess.call(collect, cwd=BASE_DIR, env=env) != 0:  # noqa: S603
+            raise click.ClickException("collectstatic failed; see its output above")
+        click.echo("production mode: DEBUG off, gunicorn, static files collected")
 
 
-def _run(procs: list[subprocess.Popen], host: str, port: int, concurrency: int) -> None:
-    """Start the worker and the web server (into ``procs``) and watch them until one exits."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    env.setdefault("DJANGO_SETTINGS_MODULE", "webapp.config.settings")
-    worker_name = f"steplab-local-{port}@{socket.gethostname()}"
-    procs.append(
-        subprocess.Popen(  # noqa: S603
-            worker_argv(ALL_QUEUES, concurrency, worker_name),
-            cwd=BASE_DIR,
-            env=env,
-            start_new_session=True,
-        )
-    )
-    if settings.DEBUG:
-        web = [sys.executable, "-m", "django", "runserver", "--noreload", f"{host}:{port}"]
-    else:
-        web = [sys.executable, "-m", "gunicorn", "webapp.config.wsgi", "-b", f"{host}:{port}"]
-        web += ["-w", "2"]
-    procs.append(subprocess.Popen(web, cwd=BASE_DIR, env=env, start_new_session=True))  # noqa: S603
-    url = f"http://{host}:{port}/"
-    if not _wait_http(url + "login/", procs[1]):
+@dataclass(frozen=True)
+class Serving:
+    host: str
+    port: int
+    concurrency: int
+    env: dict[str, str]
+    debug: bool
+
+    @property
+    def url(self) -> str:
+        return f"http://{bind_address(self.host, self.port)}/"
+
+    @property
+    def probe_url(self) -> str:
+        """Where to ask whether the server answers: a wildcard bind answers on loopback."""
+        wildcard = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
+        host = self.host.strip().strip("[]")
+        return f"http://{bind_address(wildcard.get(host, host), self.port)}/login/"
+
+    def start_worker(self) -> subprocess.Popen:
+        name = f"steplab-local-{self.port}@{socket.gethostname()}"
+        argv = worker_argv(ALL_QUEUES, self.concurrency, name)
+        return subprocess.Popen(argv, cwd=BASE_DIR, env=self.env, start_new_session=True)  # noqa: S603
+
+    def start_web(self) -> subprocess.Popen:
+        argv = web_argv(self.host, self.port, debug=self.debug)
+        return subprocess.Popen(argv, cwd=BASE_DIR, env=self.env, start_new_session=True)  # noqa: S603
+
+
+def _run(procs: list[subprocess.Popen], serving: Serving) -> None:
+    """Start the worker and the web server (into ``procs``) and watch them until the web server
+    exits."""
+    procs.append(serving.start_worker())
+    procs.append(serving.start_web())
+    if not _wait_http(serving.probe_url, procs[1]):
         raise click.ClickException("the web server did not start; see its output above")
     click.echo("")
-    click.echo(click.style(f"Steplab is running at {url}", bold=True))
-    click.echo(f"  first job to try: {url}jobs/diagnostic/new/ (the diagnostic)")
+    click.echo(click.style(f"Steplab is running at {serving.url}", bold=True))
+    click.echo(f"  first job to try: {serving.url}jobs/diagnostic/new/ (the diagnostic)")
     click.echo("  Ctrl+C stops the web server and the worker")
+    _watch(procs, serving)
+
+
+def _watch(procs: list[subprocess.Popen], serving: Serving) -> None:
+    """Until the web server exits: a worker that exits is started again (after 1 s, doubling
+    up to 60 s while it keeps dying within a minute of starting); the web server keeps serving,
+    and the jobs the dead worker held are found by the reaper like any dead worker's."""
+    backoff, started, restart_at = 0.5, time.monotonic(), None
     while True:
-        for proc, what in zip(procs, ("worker", "web server"), strict=True):
-            code = proc.poll()
-            if code is not None:
-                raise click.ClickException(f"the {what} exited with code {code}; stopping")
+        code = procs[1].poll()
+        if code is not None:
+            raise click.ClickException(f"the web server exited with code {code}; stopping")
+        now = time.monotonic()
+        if restart_at is None and (code := procs[0].poll()) is not None:
+            _kill_group(procs[0])
+            backoff = 1.0 if now - started > 60 else min(backoff * 2, 60.0)
+            restart_at = now + backoff
+            click.echo(
+                f"the worker (pid {procs[0].pid}) exited with code {code}; the web server keeps "
+                f"running; starting a new worker in {backoff:.0f}s"
+            )
+        elif restart_at is not None and now >= restart_at:
+            procs[0], started, restart_at = serving.start_worker(), now, None
+            click.echo(f"started a new worker (pid {procs[0].pid})")
         time.sleep(0.5)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """What is left of a dead worker's process group (its prefork children)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

@@ -6,6 +6,8 @@ import json
 
 from django import forms
 
+from trainer_core.safeparse import load_json
+
 
 class JSONObjectField(forms.CharField):
     """A text area holding a JSON object; cleans to the dict, or to ``empty`` when left blank.
@@ -23,7 +25,7 @@ class JSONObjectField(forms.CharField):
         if not raw:
             return self.empty
         try:
-            parsed = json.loads(raw)
+            parsed = load_json(raw)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"Not valid JSON: {exc}") from None
         if not isinstance(parsed, dict):

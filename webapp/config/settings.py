@@ -8,6 +8,7 @@ Production: ``DATABASE_URL`` (PostgreSQL), ``CELERY_BROKER_URL`` (Redis), ``SECR
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -52,14 +53,25 @@ def env_list(name: str, default: list[str]) -> list[str]:
 DEBUG = env_bool("DEBUG", True)
 
 _DEV_SECRET_KEY = "django-insecure-steplab-development-key-do-not-use-in-production"  # noqa: S105
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
+_NEW_KEY_HINT = "e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(64))'"
+SECRET_KEY = os.environ.get("SECRET_KEY", "").strip()
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
-            "SECRET_KEY is not set and DEBUG=0. Set SECRET_KEY to a long random value, e.g. "
-            "python3 -c 'import secrets; print(secrets.token_urlsafe(64))'."
+            f"SECRET_KEY is not set and DEBUG=0. Set SECRET_KEY to a long random value, {_NEW_KEY_HINT}."
         )
     SECRET_KEY = _DEV_SECRET_KEY
+# The development key (and any key Django marks insecure) is public: with it anyone can forge
+# sessions. DEBUG=0 refuses it wherever it came from; the run command refuses it for any bind
+# that is not loopback (docs/security.md).
+STEPLAB_SECRET_KEY_IS_DEVELOPMENT = SECRET_KEY == _DEV_SECRET_KEY or SECRET_KEY.startswith(
+    "django-insecure-"
+)
+if STEPLAB_SECRET_KEY_IS_DEVELOPMENT and not DEBUG:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the development key (or starts with 'django-insecure-') and DEBUG=0. "
+        f"Set SECRET_KEY to a long random value of your own, {_NEW_KEY_HINT}."
+    )
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -99,6 +111,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "axes",
     "webapp.common",
     "webapp.accounts",
     "webapp.jobs",
@@ -116,6 +129,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "webapp.config.security.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -125,6 +139,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.config.urls"
@@ -191,6 +207,22 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard"
 LOGOUT_REDIRECT_URL = "login"
 
+# Login throttling (django-axes, docs/security.md): STEPLAB_LOGIN_FAILURES_ALLOWED wrong
+# passwords for one username from one address are ordinary failures; the next wrong one and every
+# attempt after it (the right password too) get the 429 page until STEPLAB_LOGIN_COOLOFF_MINUTES
+# pass without another failure. A successful login clears the count. An admin lifts a lock early
+# with `steplab manage axes_reset_username NAME`.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(env_float("STEPLAB_LOGIN_FAILURES_ALLOWED", 5)) + 1  # locks on this one
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("STEPLAB_LOGIN_COOLOFF_MINUTES", 15.0))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
@@ -218,6 +250,27 @@ SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+# Every page: scripts, styles, fonts and requests only from this site; no inline script, inline
+# style, eval, plugin, frame or foreign form target (webapp/config/security.py adds the header).
+STEPLAB_CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
+# Error pages never show settings, the process environment or cookies, even the debug page that
+# the run command shows on loopback (webapp/config/security.py).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "webapp.config.security.QuietExceptionReporterFilter"
 if not DEBUG:
     # Behind a TLS-terminating proxy that sets X-Forwarded-Proto. Set STEPLAB_HTTPS=0 only for a
     # plain-HTTP private deployment (check --deploy will then warn, as it should).

@@ -17,6 +17,7 @@ from trainer_core.envs import make
 from trainer_core.policies.chat_format import system_prompt
 from trainer_core.tasks.model import Task as TaskSpec
 from webapp.calibration.models import LabelEdit, StepLabel
+from webapp.calibration.selectors import visible_to
 from webapp.common.errors import ApplicationError
 from webapp.datasets.models import DatasetSnapshot
 from webapp.rewards.models import PreferencePair, StepScore, TrajectoryScore
@@ -165,10 +166,12 @@ def _items(snapshot: DatasetSnapshot, ids: list[int]) -> dict[int, Any]:
 
 
 def _human_step_labels(ids: list[int]) -> dict[int, dict[int, float]]:
+    """Mean human label per step, of items complete for everyone (blind overlap)."""
     sums: dict[tuple[int, int], list[float]] = defaultdict(list)
-    for tid, index, value in StepLabel.objects.filter(
-        trajectory_id__in=ids, value__isnull=False
-    ).values_list("trajectory_id", "index", "value"):
+    labels = StepLabel.objects.filter(trajectory_id__in=ids, value__isnull=False)
+    for tid, index, value in visible_to(rows=labels, user=None).values_list(
+        "trajectory_id", "index", "value"
+    ):
         sums[(tid, index)].append(value)
     out: dict[int, dict[int, float]] = defaultdict(dict)
     for (tid, index), values in sums.items():

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from django.db import transaction
 
+from trainer_core import safeparse
 from trainer_core.envs.profiles import BUILTIN_PROFILE_DATA, profile_from_data
 from trainer_core.errors import InputError
 from webapp.common.errors import ApplicationError
@@ -59,7 +60,11 @@ def profile_save(
 def profile_save_text(*, name: str, text: str, user=None, change_note: str = "") -> DomainProfile:
     """An admin's edit: JSON or YAML text for the profile ``name``."""
     try:
-        data = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+        data = (
+            safeparse.load_json(text)
+            if text.lstrip().startswith("{")
+            else safeparse.load_yaml(text)
+        )
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ApplicationError(f"Cannot parse the profile: {exc}") from None
     if not isinstance(data, dict):

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from trainer_core import safeparse
 from trainer_core.evaluation.protocol import protocol_report
 from webapp.calibration.selectors import reference_truth, truth_auroc
 from webapp.common.errors import ApplicationError
@@ -52,7 +53,7 @@ def arm_config(suite: str, arm: str, seed: int = 0) -> str:
     """The pipeline YAML of ``arm`` at training seed ``seed``."""
     if arm not in ARMS:
         raise ApplicationError(f"Unknown ablation arm {arm!r}; use {', '.join(ARMS)}.")
-    config = yaml.safe_load(demo_suite(suite).pipeline_yaml(seed))
+    config = safeparse.load_yaml(demo_suite(suite).pipeline_yaml(seed))
     grpo = config["iterations"][-1]
     values = grpo["train"]["values"]
     if arm == "outcome":
@@ -108,7 +109,7 @@ def ablation_launch(
 
     def launch(n: int, _key: int):
         arm, seed = runs[n]
-        config = yaml.safe_load(arm_config(suite, arm, seed))
+        config = safeparse.load_yaml(arm_config(suite, arm, seed))
         _override(config, overrides or {})
         config["baseline"] = n == len(runs) - 1  # one base model: evaluated once, last
         return pipeline_launch(

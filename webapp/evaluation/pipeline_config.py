@@ -17,6 +17,7 @@ from pydantic import (
     model_serializer,
 )
 
+from trainer_core import safeparse
 from trainer_core.policies.chat_format import DEFAULT_INSTRUCTIONS
 from trainer_core.training.grpo import GRPOConfig
 from webapp.common.errors import ApplicationError
@@ -128,7 +129,7 @@ def parse_config(data: Any) -> PipelineConfig:
     """A pipeline configuration from a dict or YAML text, with errors that say which field."""
     if isinstance(data, str):
         try:
-            data = yaml.safe_load(data) or {}
+            data = safeparse.load_yaml(data) or {}
         except yaml.YAMLError as exc:
             raise ApplicationError(f"The pipeline configuration is not valid YAML: {exc}") from None
     try:

@@ -18,10 +18,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Max
 
 from trainer_core.progress import ProgressEvent
+from trainer_core.sandboxes import registry
 from webapp.jobs import services
-from webapp.jobs.models import Job
+from webapp.jobs.models import Job, JobMetricPoint
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +63,8 @@ class JobContext:
         self._pending_progress: float | None = None
         self._pending_message: str | None = None
         self._pending_points: list[tuple[int, dict[str, Any]]] = []
+        self._last_step: int | None = None  # the highest step reported so far
+        self._steps_loaded = False  # whether _last_step counts the earlier attempts' points
         self._log_dirty = False
         self._state_dirty = False
         self._result_dirty = False
@@ -108,11 +112,9 @@ class JobContext:
             if message is not None:
                 self._pending_message = message
             if metrics:
-                if step is None:
-                    step = (self._pending_points[-1][0] + 1) if self._pending_points else 0
-                self._pending_points.append(
-                    (int(step), {k: _number(v) for k, v in metrics.items()})
-                )
+                step = self._next_step() if step is None else int(step)
+                self._last_step = step if self._last_step is None else max(self._last_step, step)
+                self._pending_points.append((step, {k: _number(v) for k, v in metrics.items()}))
             if state:
                 self.state.update(state)
                 self._state_dirty = True
@@ -120,6 +122,16 @@ class JobContext:
         if force or due:
             self.flush()
             self.check()
+
+    def _next_step(self) -> int:
+        """The step of a metrics point reported without one: after every step recorded so far
+        (by this attempt or an earlier one), so such points form a series too."""
+        if not self._steps_loaded:
+            self._steps_loaded = True
+            recorded = JobMetricPoint.objects.filter(job_id=self.job_id).aggregate(m=Max("step"))
+            steps = [s for s in (recorded["m"], self._last_step) if s is not None]
+            self._last_step = max(steps) if steps else None
+        return (self._last_step if self._last_step is not None else -1) + 1
 
     def on_progress(self, event: ProgressEvent) -> None:
         """The callback trainer_core functions take (``on_progress=ctx.on_progress``)."""
@@ -206,12 +218,16 @@ class JobContext:
     # --- heartbeat ----------------------------------------------------------------------------
 
     def start_heartbeat(self) -> None:
+        # the sandboxes this process starts from now on are this job's (the reaper names the job
+        # when it reclaims them after the worker was killed)
+        registry.set_owner(f"job {self.job_id} ({self.kind}) on {self.worker}")
         self._heartbeat_thread = threading.Thread(
             target=self._heartbeat_loop, name=f"job-{self.job_id}-heartbeat", daemon=True
         )
         self._heartbeat_thread.start()
 
     def stop_heartbeat(self) -> None:
+        registry.set_owner("")
         self._stop.set()
         if self._heartbeat_thread is not None:
             self._heartbeat_thread.join(timeout=10)

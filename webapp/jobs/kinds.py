@@ -7,7 +7,9 @@ Each app registers its kinds in ``<app>/jobs.py`` (``register()``, called from i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from webapp.jobs.names import ALL_QUEUES, Queue
 
@@ -23,6 +25,10 @@ class JobKind:
     # A template partial shown on the job page, e.g. "jobs/diagnostic_detail.html".
     detail_template: str | None = None
     description: str = ""
+    # Called with the job's params once a job of this kind has ended, whatever its status and
+    # whoever ended it (its worker, a cancel, the reaper); removes what only the job needed
+    # (e.g. an import's staged upload). It must be idempotent and must not raise.
+    on_end: Callable[[dict[str, Any]], None] | None = None
 
 
 _KINDS: dict[str, JobKind] = {}

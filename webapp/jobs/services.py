@@ -29,6 +29,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from trainer_core.sandboxes import reclaim
 from webapp.common.errors import ApplicationError
 from webapp.common.masking import mask_url
 from webapp.jobs.kinds import find_kind, get_kind
@@ -134,6 +135,16 @@ def _finish_locked(
         job.traceback = tb
     _append_log(job, f"{status}: {message or error}".rstrip(": "))
     job.save()
+    kind = find_kind(job.kind)
+    if kind is not None and kind.on_end is not None:
+        transaction.on_commit(partial(_job_ended, kind.on_end, job.pk, dict(job.params or {})))
+
+
+def _job_ended(on_end, job_id: int, params: dict[str, Any]) -> None:
+    try:
+        on_end(params)
+    except Exception:
+        logger.exception("the end hook of job %s failed", job_id)
 
 
 def _revoke(task_id: str) -> None:
@@ -273,7 +284,8 @@ def job_record_progress(
 ) -> ProgressAck:
     """One write of a running job's progress (the caller throttles; see JobContext), with the
     heartbeat. Metric points and state are written in the same transaction, so a resumed job's
-    state always matches the series it has recorded."""
+    state always matches the series it has recorded; a job has one point per step (see
+    ``_metric_points_write``)."""
     updates: dict[str, Any] = {"heartbeat_at": timezone.now()}
     if progress is not None:
         updates["progress"] = max(0.0, min(1.0, float(progress)))
@@ -291,14 +303,34 @@ def job_record_progress(
             == 1
         )
         if owned and metric_points:
-            JobMetricPoint.objects.bulk_create(
-                [
-                    JobMetricPoint(job_id=job_id, step=step, values=values)
-                    for step, values in metric_points
-                ]
-            )
+            _metric_points_write(job_id, metric_points)
     row = Job.objects.filter(pk=job_id).values("cancel_requested_at").first()
     return ProgressAck(owned=owned, cancel_requested=bool(row and row["cancel_requested_at"]))
+
+
+def _metric_points_write(job_id: int, points: list[tuple[int, dict[str, Any]]]) -> None:
+    """Store metric points with one point per step: a step recorded again (a run resumed from
+    its last checkpoint re-does the steps after it; two reports of one step) updates that
+    step's point, its values merged with the newer winning. Called in the transaction whose
+    update of the job row serializes the writers of one job."""
+    merged: dict[int, dict[str, Any]] = {}
+    for step, values in points:
+        merged[int(step)] = {**merged.get(int(step), {}), **values}
+    existing = {
+        point.step: point
+        for point in JobMetricPoint.objects.filter(job_id=job_id, step__in=list(merged))
+    }
+    now = timezone.now()
+    changed = []
+    for step, point in existing.items():
+        point.values = {**point.values, **merged.pop(step)}
+        point.recorded_at = now
+        changed.append(point)
+    if changed:
+        JobMetricPoint.objects.bulk_update(changed, ["values", "recorded_at"])
+    JobMetricPoint.objects.bulk_create(
+        [JobMetricPoint(job_id=job_id, step=step, values=values) for step, values in merged.items()]
+    )
 
 
 def job_heartbeat(*, job_id: int, worker: str) -> ProgressAck:
@@ -479,7 +511,19 @@ def jobs_reap_dead(*, now=None) -> list[int]:
             logger.warning("reaped dead job %s (%s): %s", job_id, job.kind, job.message)
         if ended is not None and ended.parent_id:
             job_child_finished(child=ended)
+    sandboxes_reclaim()
     return reaped
+
+
+def sandboxes_reclaim() -> list[dict[str, Any]]:
+    """Remove what the sandboxes of dead processes on this host left behind (workspaces in
+    /tmp, cgroups, containers: ``trainer_core.sandboxes.reclaim``); every reaper pass runs it,
+    so a killed worker's sandboxes go as soon as any worker (or ``steplab jobs reap``) runs."""
+    try:
+        return reclaim.reclaim_dead()
+    except Exception:
+        logger.exception("reclaiming the sandboxes of dead processes failed")
+        return []
 
 
 # --- worker presence ----------------------------------------------------------------------

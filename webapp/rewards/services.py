@@ -11,6 +11,7 @@ from django.db.models import F, Max
 
 from trainer_core.errors import ConfigError
 from trainer_core.policies.pricing import estimate_cost, known_price
+from trainer_core.policies.secrets import check_env_name, check_no_secret
 from trainer_core.rewards.combine import LayerWeights, TotalWeights
 from trainer_core.rewards.judge import JudgeConfig
 from trainer_core.rewards.preferences import Candidate, build_pairs
@@ -189,6 +190,9 @@ def reward_model_create(
         judge_data: dict[str, Any] = {}
         if judge:
             judge_data = JudgeConfig.from_dict(judge).to_dict()
+            check_no_secret(judge_data, "judge", allowed=frozenset({"api_key_env"}))
+            if judge_data.get("api_key_env"):
+                check_env_name(judge_data["api_key_env"], "judge.api_key_env")
     except (ConfigError, TypeError, ValueError) as exc:
         raise ApplicationError(f"Invalid reward-model settings: {exc}") from None
     with transaction.atomic():

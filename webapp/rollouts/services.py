@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from trainer_core.errors import ConfigError, SteplabError
 from trainer_core.policies.base import decide, play_step
 from trainer_core.policies.factory import build_policy, check_parameters
 from trainer_core.policies.pricing import estimate_cost, known_price
+from trainer_core.policies.secrets import check_no_secret
 from trainer_core.recording.schema import Outcome
 from trainer_core.rollouts.collect import episode_seed
 from trainer_core.tasks.model import Task as TaskSpec
@@ -39,9 +41,13 @@ HISTORY_TOKENS_PER_STEP = 250
 OUTPUT_TOKENS_PER_CALL = 200
 
 
-def _check(kind: str, model: str, prompt_format: str, parameters: dict[str, Any]) -> None:
+def _check(
+    kind: str, model: str, prompt_format: str, parameters: dict[str, Any], text: str = ""
+) -> None:
+    """The policy's description, parameters included, holds no key (at any depth)."""
     try:
         check_parameters(kind, model, prompt_format, parameters)
+        check_no_secret(text, "the name or description")
     except ConfigError as exc:
         raise ApplicationError(f"Invalid policy: {exc}.") from None
 
@@ -58,7 +64,7 @@ def policy_save(
     instance: Policy | None = None,
 ) -> Policy:
     parameters = dict(parameters or {})
-    _check(kind, model, prompt_format, parameters)
+    _check(kind, model, prompt_format, parameters, f"{name}\n{description}")
     if kind == Policy.Kind.LOCAL:
         _check_model_dir(parameters.get("model_dir") or model)
     if Policy.objects.filter(name=name).exclude(pk=getattr(instance, "pk", None)).exists():
@@ -423,11 +429,22 @@ def episode_begin(*, run: CollectRun, episode: Episode, task: TaskSpec) -> Traje
 
 def episode_record_step(*, run: CollectRun, episode: Episode, trajectory: Trajectory, step) -> None:
     """Store one step as it happens, and add its tokens and cost to the episode and the run."""
-    store.trajectory_append_step(trajectory=trajectory, step=step)
-    cost = float(step.metadata.get("cost") or 0.0)
-    tokens_in, tokens_out = step.tokens_in or 0, step.tokens_out or 0
+    episode_record_steps(run=run, episode=episode, trajectory=trajectory, steps=[step])
+
+
+def episode_record_steps(
+    *, run: CollectRun, episode: Episode, trajectory: Trajectory, steps: Sequence[Any]
+) -> None:
+    """Store an episode's next steps (in one transaction), and add their tokens and cost to the
+    episode and the run."""
+    if not steps:
+        return
+    store.trajectory_append_steps(trajectory=trajectory, steps=steps)
+    cost = sum(float(step.metadata.get("cost") or 0.0) for step in steps)
+    tokens_in = sum(step.tokens_in or 0 for step in steps)
+    tokens_out = sum(step.tokens_out or 0 for step in steps)
     Episode.objects.filter(pk=episode.pk).update(
-        steps=step.index + 1,
+        steps=max(step.index for step in steps) + 1,
         tokens_in=F("tokens_in") + tokens_in,
         tokens_out=F("tokens_out") + tokens_out,
         cost_usd=F("cost_usd") + cost,

@@ -5,6 +5,7 @@ import json
 from django.contrib import messages
 from django.shortcuts import redirect, render
 
+from trainer_core.safeparse import load_json
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
 from webapp.tasks import selectors, services
@@ -58,7 +59,7 @@ def task_edit(request, pk: int):
     )
     if request.method == "POST" and form.is_valid():
         try:
-            data = json.loads(form.cleaned_data["data"])
+            data = load_json(form.cleaned_data["data"])
             if not isinstance(data, dict):
                 raise ApplicationError("The task must be a JSON object.")
             services.task_update(task=task, data=data)

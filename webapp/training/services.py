@@ -5,7 +5,6 @@ checkpoints, register one as a Policy."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import shutil
@@ -17,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 
 from trainer_core.errors import ConfigError
+from trainer_core.safeparse import load_json
 from trainer_core.training.checkpoint import list_checkpoints
 from trainer_core.training.config import config_from_dict, config_help, config_to_yaml
 from trainer_core.training.methods import METHODS
@@ -77,7 +77,7 @@ def _coerce(value: str, default: Any) -> Any:
     if isinstance(default, float):
         return float(value)
     if isinstance(default, (list, tuple, dict)):
-        return json.loads(value) if value else default
+        return load_json(value) if value else default
     return value
 
 

@@ -11,8 +11,6 @@ one committed a no-op (its trajectories are reported as duplicates).
 
 from __future__ import annotations
 
-import shutil
-
 from webapp.accounts.selectors import user_get_or_none
 from webapp.common.errors import ApplicationError
 from webapp.jobs import kinds
@@ -31,8 +29,15 @@ def register() -> None:
             resumable=True,
             detail_template="trajectories/partials/import_job_detail.html",
             description="Read uploaded agent logs and store every file that reads; report the others.",
+            on_end=import_ended,
         )
     )
+
+
+def import_ended(params) -> None:
+    """However an import job ended (succeeded, failed, cancelled, its worker dead for good),
+    its staged upload goes: nothing will read it again."""
+    services.uploads_discard(folder=str(params.get("folder") or ""))
 
 
 def import_run(*, ctx: JobContext) -> None:
@@ -62,22 +67,23 @@ def import_run(*, ctx: JobContext) -> None:
         )
     except services.ImportRefused as exc:
         ctx.set_result(created=0, steps=0, duplicate_count=0, files=exc.extra.get("files", []))
-        shutil.rmtree(folder, ignore_errors=True)  # a refused upload: nothing to resume
+        services.uploads_discard(folder=folder.name)  # a refused upload: nothing to resume
         raise
     except ApplicationError:
-        shutil.rmtree(folder, ignore_errors=True)
+        services.uploads_discard(folder=folder.name)
         raise
     ctx.set_result(
         created=len(summary.created),
         first_id=min(summary.created) if summary.created else None,
         last_id=max(summary.created) if summary.created else None,
         steps=summary.steps,
+        messages=summary.messages,
         duplicates=summary.duplicates[:200],
         duplicate_count=len(summary.duplicates),
         refused_count=len(summary.refused),
         files=summary.files,
     )
-    shutil.rmtree(folder, ignore_errors=True)
+    services.uploads_discard(folder=folder.name)
     if summary.refused and len(summary.refused) == len(summary.files):
         raise ApplicationError(
             f"No file could be imported: all {len(summary.files)} file(s) were refused (the "

@@ -7,8 +7,9 @@
   that does not is reported, each file all or nothing (a zip: each member); the result has one
   row per file (format, trajectories, steps, duplicates, error). ``all_or_nothing=True`` stores
   nothing when any file is refused. Reading is bounded by the ``STEPLAB_IMPORT_MAX_*`` settings.
-* import: canonical trajectories from ``trainer_core.recording.importers``; a content hash over the
-  ordered (tool, params, observation) sequence is unique among imports, so re-importing writes
+* import: canonical trajectories from ``trainer_core.recording.importers`` (tool steps and message
+  steps, schema 1.1); a content hash over the ordered steps is unique among imports, so
+  re-importing writes
   nothing and reports the duplicates. All or nothing. Steps go in with COPY on PostgreSQL. A
   trajectory whose run errored (``metadata["error"]``) is stored as failed.
 * streaming (rollouts): ``trajectory_begin`` under an idempotency key (run, task, episode, seed),
@@ -21,9 +22,12 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import re
 import secrets
+import shutil
 import tempfile
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +52,9 @@ from webapp.trajectories.search import SEARCH_DOCUMENT
 STEP_COLUMNS = [
     "trajectory_id",
     "index",
+    "kind",
+    "role",
+    "text",
     "thought",
     "tool",
     "params",
@@ -82,7 +89,8 @@ def _summary(spec: TrajectorySpec) -> dict[str, Any]:
         "source_format": spec.source_format[:64],
         "success": outcome.success,
         "reward": reward,
-        "step_count": len(spec.steps),
+        "step_count": sum(1 for s in spec.steps if s.kind != "message"),
+        "message_count": sum(1 for s in spec.steps if s.kind == "message"),
         "tokens_in": tokens_in,
         "tokens_out": tokens_out,
         "cost_usd": spec.usage.cost_usd,
@@ -118,6 +126,9 @@ def _step_row(trajectory_id: int, step: StepSpec) -> Step:
     return Step(
         trajectory_id=trajectory_id,
         index=step.index,
+        kind=step.kind,
+        role=step.role or "",
+        text=without_nul(step.text),
         thought=without_nul(step.thought),
         tool=without_nul(step.tool[:200]),
         params=without_nul(step.params),
@@ -147,6 +158,9 @@ def _insert_steps(rows: list[Step]) -> None:
                         (
                             r.trajectory_id,
                             r.index,
+                            r.kind,
+                            r.role,
+                            r.text,
                             r.thought,
                             r.tool,
                             json.dumps(r.params),
@@ -172,11 +186,17 @@ class ImportSummary:
     # one row per file: file, format, version, trajectories, steps, duplicates, created, error
     files: list[dict[str, Any]] = field(default_factory=list)
     stored_steps: int = 0
+    stored_messages: int = 0
 
     @property
     def steps(self) -> int:
-        """How many steps the stored trajectories hold together."""
+        """How many tool-call steps the stored trajectories hold together."""
         return self.stored_steps
+
+    @property
+    def messages(self) -> int:
+        """How many message steps (dialogue turns) the stored trajectories hold together."""
+        return self.stored_messages
 
     @property
     def refused(self) -> list[dict[str, Any]]:
@@ -188,6 +208,7 @@ class ImportSummary:
         self.duplicates += other.duplicates
         self.files += other.files
         self.stored_steps += other.stored_steps
+        self.stored_messages += other.stored_messages
 
 
 def _file_row(result: ImportResult) -> dict[str, Any]:
@@ -197,6 +218,7 @@ def _file_row(result: ImportResult) -> dict[str, Any]:
         "version": result.format_version,
         "trajectories": len(result.trajectories),
         "steps": result.steps,
+        "messages": result.messages,
         "duplicates": 0,
         "created": 0,
         "error": "",
@@ -210,6 +232,7 @@ def _refused_row(failure: ImportFailure) -> dict[str, Any]:
         "version": "",
         "trajectories": 0,
         "steps": 0,
+        "messages": 0,
         "duplicates": 0,
         "created": 0,
         "error": str(failure),
@@ -267,7 +290,8 @@ def trajectories_import(
             steps.extend(_step_row(row.pk, s) for s in spec.steps)
         _insert_steps(steps)
         summary.created = [row.pk for row in created_rows]
-        summary.stored_steps = len(steps)
+        summary.stored_messages = sum(1 for step in steps if step.kind == Step.Kind.MESSAGE)
+        summary.stored_steps = len(steps) - summary.stored_messages
         trajectories_index_for_search(ids=summary.created)
     summary.files = [rows[id(result)] for result in results]
     return summary
@@ -357,17 +381,31 @@ def trajectory_begin(
 
 def trajectory_append_step(*, trajectory: Trajectory, step: StepSpec) -> bool:
     """Store one step; an index that is already stored is a no-op (returns False)."""
+    return trajectory_append_steps(trajectory=trajectory, steps=[step]) == 1
+
+
+def trajectory_append_steps(*, trajectory: Trajectory, steps: Sequence[StepSpec]) -> int:
+    """Store steps in one transaction; indexes already stored are left as they are. Returns how
+    many were new."""
+    if not steps:
+        return 0
     with transaction.atomic():
-        if Step.objects.filter(trajectory_id=trajectory.pk, index=step.index).exists():
-            return False
-        Step.objects.bulk_create([_step_row(trajectory.pk, step)], ignore_conflicts=True)
-        Trajectory.objects.filter(pk=trajectory.pk).update(
-            step_count=Step.objects.filter(trajectory_id=trajectory.pk).count(),
-            tokens_in=F("tokens_in") + (step.tokens_in or 0),
-            tokens_out=F("tokens_out") + (step.tokens_out or 0),
+        stored = set(
+            Step.objects.filter(
+                trajectory_id=trajectory.pk, index__in=[step.index for step in steps]
+            ).values_list("index", flat=True)
         )
-    inserted = True
-    return inserted
+        new = [step for step in steps if step.index not in stored]
+        if not new:
+            return 0
+        Step.objects.bulk_create([_step_row(trajectory.pk, step) for step in new])
+        Trajectory.objects.filter(pk=trajectory.pk).update(
+            step_count=Step.objects.filter(trajectory_id=trajectory.pk, kind="tool").count(),
+            message_count=Step.objects.filter(trajectory_id=trajectory.pk, kind="message").count(),
+            tokens_in=F("tokens_in") + sum(step.tokens_in or 0 for step in new),
+            tokens_out=F("tokens_out") + sum(step.tokens_out or 0 for step in new),
+        )
+    return len(new)
 
 
 def trajectory_restart(*, trajectory: Trajectory) -> Trajectory:
@@ -378,6 +416,7 @@ def trajectory_restart(*, trajectory: Trajectory) -> Trajectory:
         Trajectory.objects.filter(pk=trajectory.pk).update(
             status=Trajectory.Status.RUNNING,
             step_count=0,
+            message_count=0,
             tokens_in=0,
             tokens_out=0,
             success=None,
@@ -410,7 +449,8 @@ def trajectory_finish(
     trajectory.finished_at = timezone.now()
     if cost_usd is not None:
         trajectory.cost_usd = cost_usd
-    trajectory.step_count = trajectory.steps.count()
+    trajectory.step_count = trajectory.steps.filter(kind=Step.Kind.TOOL).count()
+    trajectory.message_count = trajectory.steps.filter(kind=Step.Kind.MESSAGE).count()
     trajectory.save()
     trajectories_index_for_search(ids=[trajectory.pk])
     return trajectory
@@ -545,6 +585,13 @@ def uploads_stage(*, uploads, folder: Path | None = None) -> Path:
     return folder
 
 
+def uploads_discard(*, folder: str) -> None:
+    """Remove a staged upload folder of ``uploads_root()`` (a name ``uploads_stage`` made;
+    anything else is left alone)."""
+    if re.fullmatch(r"[0-9a-f]{16}", folder or ""):
+        shutil.rmtree(uploads_root() / folder, ignore_errors=True)
+
+
 def staged_paths(*, folder: Path) -> list[str]:
     """The staged files of ``folder``, in upload order."""
     return [str(p) for p in sorted(folder.glob("*/*")) if p.is_file()]
@@ -560,20 +607,26 @@ def uploads_need_job(*, uploads, background: bool) -> bool:
 def trajectories_import_enqueue(
     *, uploads, format: str | None, user, all_or_nothing: bool = False
 ) -> Job:
-    """Stage the uploads and enqueue the import job that stores them."""
-    folder = uploads_stage(uploads=uploads)
-    names = [Path(p).name for p in staged_paths(folder=folder)]
-    return job_enqueue(
-        kind=Kinds.IMPORT_TRAJECTORIES,
-        params={
-            "folder": folder.name,
-            "files": names,
-            "format": format or "",
-            "all_or_nothing": all_or_nothing,
-        },
-        user=user,
-        message=f"Waiting for a worker to import {len(names)} file(s).",
-    )
+    """Stage the uploads and enqueue the import job that stores them (the staged folder goes
+    again when either fails, and when the job ends: ``jobs.import_ended``)."""
+    folder = uploads_root() / secrets.token_hex(8)
+    try:
+        uploads_stage(uploads=uploads, folder=folder)
+        names = [Path(p).name for p in staged_paths(folder=folder)]
+        return job_enqueue(
+            kind=Kinds.IMPORT_TRAJECTORIES,
+            params={
+                "folder": folder.name,
+                "files": names,
+                "format": format or "",
+                "all_or_nothing": all_or_nothing,
+            },
+            user=user,
+            message=f"Waiting for a worker to import {len(names)} file(s).",
+        )
+    except BaseException:
+        uploads_discard(folder=folder.name)
+        raise
 
 
 def trajectories_import_uploads(

@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
+from webapp.common.redirects import safe_next_url
 from webapp.trajectories import bulk, selectors, services
 from webapp.trajectories.forms import ImportForm
 
@@ -148,7 +149,7 @@ def trajectory_tag(request):
         return redirect("trajectories:list")
     count = services.trajectories_tag(ids=ids, tag=tag)
     messages.success(request, f"Tagged {count} trajectories with {tag!r}.")
-    return redirect(request.POST.get("next") or "trajectories:list")
+    return redirect(safe_next_url(request, default="trajectories:list"))
 
 
 @requires(Need.READ)
@@ -159,7 +160,7 @@ def trajectory_export_selection(request):
     ids = bulk.selected_ids(request)
     if not ids:
         messages.error(request, "Select the trajectories to export first.")
-        return redirect(request.POST.get("next") or "trajectories:list")
+        return redirect(safe_next_url(request, default="trajectories:list"))
     response = HttpResponse(
         selectors.trajectories_jsonl(ids=ids), content_type="application/x-ndjson"
     )

@@ -35,6 +35,7 @@ def labelled(make_user):
                     index=index,
                     value=min(1.0, max(0.0, human + noise)),
                 )
+    queue.items.update(completed=2)  # both submitted: the labels are no longer blind
     return version, queue
 
 

@@ -137,6 +137,7 @@ def test_two_annotators_on_one_step_both_kept_and_stale_edits_refused(client, ma
     queue = services.queue_create(name="both", trajectory_ids=[pk], annotators_per_item=2)
     item = queue.items.get()
     alice, bob = make_user(Role.ANNOTATOR), make_user(Role.ANNOTATOR)
+    assert services.next_item(queue=queue, user=alice) == services.next_item(queue=queue, user=bob)
     url = reverse("calibration:label", args=[queue.pk, item.pk])
     # both load the page (version 0 for step 0) and label at the same time
     client.force_login(alice)
@@ -154,14 +155,17 @@ def test_two_annotators_on_one_step_both_kept_and_stale_edits_refused(client, ma
     ok = client.post(url, {"index": 0, "neutral": "1", "version": 1}).json()
     assert ok["neutral"] is True and ok["value"] is None and ok["version"] == 2
     history = client.get(reverse("calibration:history", args=[queue.pk, item.pk])).content.decode()
+    assert history.count("<tr><td>") == 2  # blind overlap: only her own edits for now
+    client.force_login(make_user(Role.ADMIN))
+    history = client.get(reverse("calibration:history", args=[queue.pk, item.pk])).content.decode()
     assert history.count("<tr><td>") == 3
 
 
 def test_first_error_marks_earlier_good_the_step_bad_later_downstream(make_user):
     (pk,) = _import(1)
     queue = services.queue_create(name="fe", mode="first_error", trajectory_ids=[pk])
-    item = queue.items.get()
     user = make_user(Role.ANNOTATOR)
+    item = services.next_item(queue=queue, user=user)
     services.first_error_set(item=item, user=user, index=1)
     labels = {lb.index: (lb.value, lb.origin) for lb in StepLabel.objects.filter(item=item)}
     assert labels == {0: (1.0, "first_error"), 1: (0.0, "first_error")}
@@ -170,8 +174,8 @@ def test_first_error_marks_earlier_good_the_step_bad_later_downstream(make_user)
 def test_first_error_keeps_a_label_typed_on_an_earlier_step(make_user):
     (pk,) = _import(1)
     queue = services.queue_create(name="fe-kept", trajectory_ids=[pk], scale_points=5)
-    item = queue.items.get()
     user = make_user(Role.ANNOTATOR)
+    item = services.next_item(queue=queue, user=user)
     services.label_set(item=item, user=user, index=0, key=2)
     services.first_error_set(item=item, user=user, index=1)
     labels = {lb.index: (lb.value, lb.origin) for lb in StepLabel.objects.filter(item=item)}
@@ -184,7 +188,10 @@ def test_first_error_keeps_a_label_typed_on_an_earlier_step(make_user):
 
 def test_pairwise_choice_makes_a_human_preference_pair(make_user):
     a, b = _import(2)
-    queue = services.queue_create(name="pairs", mode="pairwise", trajectory_ids=[a, b])
+    # free labelling: an annotator may come back and change a submitted choice
+    queue = services.queue_create(
+        name="pairs", mode="pairwise", trajectory_ids=[a, b], free_labelling=True
+    )
     item = queue.items.get()
     assert {item.trajectory_id, item.other_id} == {a, b}
     user = make_user(Role.ANNOTATOR)

@@ -2,7 +2,8 @@
 is decompressed in chunks and abandoned as soon as it passes its limit, so memory stays bounded
 whatever the archive claims), JSON read with its failures turned into messages, and the checks
 every imported trajectory passes before anything is written (nesting depth of its JSON values,
-integers that fit the store's columns, finite numbers, one step per index).
+integers that fit the store's columns, finite numbers, timestamps between 1900 and 2999, one step
+per index).
 
 Every message says what is wrong and what to do; the limits are settings (``STEPLAB_IMPORT_*``
 environment variables, see :meth:`ImportLimits.from_env`)."""
@@ -15,9 +16,12 @@ import math
 import os
 import zipfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+
+from pydantic import BaseModel
 
 from trainer_core.recording.schema import Trajectory
 
@@ -25,6 +29,10 @@ MB = 1024 * 1024
 INT32 = (-(2**31), 2**31 - 1)
 INT64 = (-(2**63), 2**63 - 1)
 _CHUNK = MB
+# Timestamps the store keeps: any later one (9999-12-31T23:59:59-14:00 is year 10000 in UTC)
+# cannot be read back into Python, any earlier one is no recorded step.
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(3000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -231,6 +239,8 @@ def _check_trajectory(trajectory: Trajectory, limits: ImportLimits) -> None:
         _finite(getattr(usage, name), f"usage.{name}")
     _json(outcome.metadata, limits, "outcome.metadata")
     _json(trajectory.metadata, limits, "metadata")
+    for field, moment in _timestamps(trajectory, ""):
+        _timestamp(moment, field)
 
 
 def _integer(value: int | None, bounds: tuple[int, int], field: str) -> None:
@@ -240,6 +250,36 @@ def _integer(value: int | None, bounds: tuple[int, int], field: str) -> None:
         raise LimitError(
             f"{shown} is out of range: the store keeps {bits}-bit integers here "
             f"({bounds[0]:,} to {bounds[1]:,}); fix the value in the file or remove it",
+            field=field,
+        )
+
+
+def _timestamps(value: Any, path: str) -> Iterator[tuple[str, datetime]]:
+    """Every datetime in the trajectory's fields (steps and whatever else the schema holds),
+    with its path (``steps[3].started_at``); JSON values (params, metadata) hold none."""
+    if isinstance(value, datetime):
+        yield path, value
+    elif isinstance(value, BaseModel):
+        for name, item in value:
+            if isinstance(item, datetime | BaseModel | list):
+                yield from _timestamps(item, f"{path}.{name}" if path else name)
+    elif isinstance(value, list):
+        for number, item in enumerate(value):
+            if isinstance(item, datetime | BaseModel):
+                yield from _timestamps(item, f"{path}[{number}]")
+
+
+def _timestamp(value: datetime, field: str) -> None:
+    """Refuse a timestamp outside [EARLIEST, LATEST) in UTC (a naive one is taken as UTC)."""
+    try:
+        moment = value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    except (OverflowError, ValueError):  # past year 9999 or before year 1 once in UTC
+        moment = None
+    if moment is None or not EARLIEST <= moment < LATEST:
+        raise LimitError(
+            f"{value.isoformat()} is out of range: the store keeps timestamps from "
+            f"{EARLIEST:%Y-%m-%d} to {LATEST.year - 1}-12-31 (UTC); fix the time in the file "
+            "or remove it",
             field=field,
         )
 

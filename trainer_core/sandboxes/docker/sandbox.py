@@ -17,6 +17,7 @@ import weakref
 from typing import Any
 
 from trainer_core.errors import SandboxError
+from trainer_core.sandboxes import registry
 from trainer_core.sandboxes.base import ExecResult, SandboxInfo, SandboxLimits
 from trainer_core.sandboxes.docker import archives, process
 from trainer_core.sandboxes.docker.archives import Entry, is_dir, tar, within
@@ -140,7 +141,9 @@ class DockerSandbox(WorkspaceSandbox):
             **container_args(self.image, self.limits), host_config=api.create_host_config(**config)
         )
         self._container = created["Id"]
-        self._finalizer = weakref.finalize(self, remove_container, api, self._container)
+        # recorded, so that the reaper removes it should this process be killed
+        record = registry.register(container=self._container, base_url=self.base_url)
+        self._finalizer = weakref.finalize(self, _remove, api, self._container, record)
         api.start(self._container)
 
     def close(self) -> None:
@@ -413,3 +416,8 @@ class DockerSandbox(WorkspaceSandbox):
                 f"(exit {code}): {detail}"
             )
         self._put(WORKDIR, data)
+
+
+def _remove(api: Any, container: str, record: str | None) -> None:
+    remove_container(api, container)
+    registry.unregister(record)

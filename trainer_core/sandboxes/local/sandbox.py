@@ -15,6 +15,7 @@ import uuid
 import weakref
 
 from trainer_core.errors import SandboxError
+from trainer_core.sandboxes import registry
 from trainer_core.sandboxes.base import ExecResult, SandboxInfo, SandboxLimits
 from trainer_core.sandboxes.local import process
 from trainer_core.sandboxes.local.command import command_line, shell
@@ -73,7 +74,9 @@ class LocalSandbox(WorkspaceSandbox):
         except BaseException:
             cgroups.remove()
             raise
-        self._finalizer = weakref.finalize(self, _remove, self._root, cgroups)
+        # recorded, so that the reaper removes both should this process be killed
+        record = registry.register(workspace=self._root, cgroups=cgroups.groups)
+        self._finalizer = weakref.finalize(self, _remove, self._root, cgroups, record)
         self._workspace = os.path.join(self._root, "work")
         os.mkdir(self._workspace)
         os.mkdir(os.path.join(self._root, "snapshots"))
@@ -149,15 +152,18 @@ class LocalSandbox(WorkspaceSandbox):
                 stdin_piped=stdin is not None,
                 rlimits=rlimits_for(self.limits, isolated=isolated),
                 cgroups=cgroups,
+                held=isolated,
+                deadline=started + wall,
             )
-        except FileNotFoundError as exc:
-            cgroups.release()
-            if isolated:
+        except BaseException as exc:
+            cgroups.release()  # whatever failed: the sandbox's groups are not held by it
+            if isinstance(exc, FileNotFoundError) and not isolated:
+                return ExecResult("", f"{argv[0]}: command not found\n", 127, 0.0)
+            if isinstance(exc, FileNotFoundError):
                 raise SandboxError(f"cannot start bubblewrap: {exc}") from exc
-            return ExecResult("", f"{argv[0]}: command not found\n", 127, 0.0)
-        except (OSError, subprocess.SubprocessError) as exc:
-            cgroups.release()
-            raise SandboxError(f"cannot start {argv[0]!r}: {exc}") from exc
+            if isinstance(exc, OSError | subprocess.SubprocessError | ValueError):
+                raise SandboxError(f"cannot start {argv[0]!r}: {exc}") from exc
+            raise
         run = process.Run(proc, cgroups)
         out, err, timed_out = self._watch(run, started + wall, stdin)
         return exec_result(
@@ -250,9 +256,10 @@ class LocalSandbox(WorkspaceSandbox):
             raise SandboxError(f"cannot restore snapshot {snapshot_id!r}: {exc}") from None
 
 
-def _remove(root: str, cgroups: SandboxCgroups) -> None:
+def _remove(root: str, cgroups: SandboxCgroups, record: str | None) -> None:
     cgroups.remove()
     rmtree(root)
+    registry.unregister(record)
 
 
 def _fork_bomb_containment(cgroups: SandboxCgroups) -> str:
