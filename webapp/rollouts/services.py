@@ -470,10 +470,9 @@ def episode_finish(
     """The episode ended: its trajectory gets the outcome; the episode and the run's counters are
     updated in one transaction. An ``error`` (the policy or environment broke) fails it."""
     failed = bool(error)
-    store.trajectory_finish(
+    trajectory = store.trajectory_finish(
         trajectory=trajectory, outcome=outcome, failed=failed, error=error, cost_usd=cost_usd
     )
-    trajectory.refresh_from_db()
     with transaction.atomic():
         Episode.objects.filter(pk=episode.pk).update(
             status=Episode.Status.FAILED if failed else Episode.Status.FINISHED,

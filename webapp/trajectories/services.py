@@ -7,11 +7,12 @@
   that does not is reported, each file all or nothing (a zip: each member); the result has one
   row per file (format, trajectories, steps, duplicates, error). ``all_or_nothing=True`` stores
   nothing when any file is refused. Reading is bounded by the ``STEPLAB_IMPORT_MAX_*`` settings.
+  On PostgreSQL a thread reads the files while the ones read before are stored.
 * import: canonical trajectories from ``trainer_core.recording.importers`` (tool steps and message
   steps, schema 1.1); a content hash over the ordered steps is unique among imports, so
-  re-importing writes
-  nothing and reports the duplicates. All or nothing. Steps go in with COPY on PostgreSQL. A
-  trajectory whose run errored (``metadata["error"]``) is stored as failed.
+  re-importing writes nothing and reports the duplicates. All or nothing. The rows go in in bulk
+  (``rows.py``: COPY on PostgreSQL). A trajectory whose run errored (``metadata["error"]``) is
+  stored as failed.
 * streaming (rollouts): ``trajectory_begin`` under an idempotency key (run, task, episode, seed),
   ``trajectory_append_step`` as steps happen (an index that exists is a no-op),
   ``trajectory_finish`` with the outcome.
@@ -19,22 +20,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
-import hashlib
-import json
 import re
 import secrets
 import shutil
 import tempfile
-import zlib
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from queue import Empty, Queue
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
-from django.db.models import F
+from django.db import connections as db_connections
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from trainer_core.recording.importers import ImportFailure, ImportLimits, ImportResult, read_path
@@ -45,29 +47,13 @@ from webapp.common.errors import ApplicationError
 from webapp.jobs.models import Job
 from webapp.jobs.names import Kinds
 from webapp.jobs.services import job_enqueue
+from webapp.trajectories import rows
 from webapp.trajectories.content import content_hash, without_nul
-from webapp.trajectories.models import SourceFile, Step, Trajectory
+from webapp.trajectories.models import Step, Trajectory
+from webapp.trajectories.rows import insert_steps as _insert_steps
 from webapp.trajectories.search import SEARCH_DOCUMENT
 
-STEP_COLUMNS = [
-    "trajectory_id",
-    "index",
-    "kind",
-    "role",
-    "text",
-    "thought",
-    "tool",
-    "params",
-    "observation",
-    "exit_code",
-    "error",
-    "started_at",
-    "duration",
-    "tokens_in",
-    "tokens_out",
-    "reward",
-    "metadata",
-]
+T = TypeVar("T")
 
 
 def _summary(spec: TrajectorySpec) -> dict[str, Any]:
@@ -144,41 +130,6 @@ def _step_row(trajectory_id: int, step: StepSpec) -> Step:
     )
 
 
-def _insert_steps(rows: list[Step]) -> None:
-    """Batched inserts; COPY on PostgreSQL (the bulk path)."""
-    if not rows:
-        return
-    if connection.vendor == "postgresql":
-        table = Step._meta.db_table
-        columns = ", ".join(f'"{c}"' for c in STEP_COLUMNS)
-        with connection.cursor() as cursor:
-            with cursor.cursor.copy(f'COPY "{table}" ({columns}) FROM STDIN') as copy:
-                for r in rows:
-                    copy.write_row(
-                        (
-                            r.trajectory_id,
-                            r.index,
-                            r.kind,
-                            r.role,
-                            r.text,
-                            r.thought,
-                            r.tool,
-                            json.dumps(r.params),
-                            r.observation,
-                            r.exit_code,
-                            r.error,
-                            r.started_at,
-                            r.duration,
-                            r.tokens_in,
-                            r.tokens_out,
-                            r.reward,
-                            json.dumps(r.metadata),
-                        )
-                    )
-        return
-    Step.objects.bulk_create(rows, batch_size=500)
-
-
 @dataclass
 class ImportSummary:
     created: list[int] = field(default_factory=list)
@@ -244,96 +195,125 @@ def trajectories_import(
 ) -> ImportSummary:
     """Store imported trajectories, all or nothing. Duplicates (same content hash as an imported
     trajectory, or twice in this batch) are reported and skipped. A file's raw bytes are kept
-    (compressed) from ``raw[file]`` or the result's own ``data``."""
-    summary = ImportSummary()
-    raw = raw or {}
-    rows = {id(result): _file_row(result) for result in results}
+    (compressed, one row per distinct content) from ``raw[file]`` or the result's own ``data``
+    when any of its trajectories is stored. The rows go in in bulk (``rows``: COPY on
+    PostgreSQL)."""
+    batch = _ImportBatch(raw=raw, user=user)
     with transaction.atomic():
-        hashes: dict[str, tuple[str, int]] = {}
-        planned: list[tuple[ImportResult, int, TrajectorySpec, str]] = []
-        for result in results:
-            for index, spec in enumerate(result.trajectories):
-                digest = content_hash(spec)
-                if digest in hashes:
-                    summary.duplicates.append(
-                        {
-                            "file": result.file,
-                            "index": index,
-                            "existing_id": None,
-                            "same_as": f"{hashes[digest][0]} #{hashes[digest][1]}",
-                        }
-                    )
-                    rows[id(result)]["duplicates"] += 1
-                    continue
-                hashes[digest] = (result.file, index)
-                planned.append((result, index, spec, digest))
+        batch.store(results)
+    return batch.finish(results)
+
+
+class _ImportBatch:
+    """One import, stored in parts inside the caller's transaction: what is stored so far (the
+    summary), the row of each file and the content hashes seen (a trajectory met again in a
+    later part is a duplicate of the first)."""
+
+    def __init__(self, *, raw: dict[str, bytes] | None, user, packed: dict | None = None):
+        self.summary = ImportSummary()
+        self.raw = raw or {}
+        self.user = user
+        self.packed: dict[int, rows.Packed] = packed if packed is not None else {}
+        self.table: dict[int, dict[str, Any]] = {}
+        self.hashes: dict[str, tuple[str, int]] = {}
+
+    def finish(self, results: list[ImportResult]) -> ImportSummary:
+        """The summary, its files in the order of ``results`` (every result stored)."""
+        self.summary.files = [self.table[id(result)] for result in results]
+        return self.summary
+
+    def store(self, results: list[ImportResult]) -> None:
+        """Store the trajectories of ``results`` that are new (in the caller's transaction)."""
+        summary = self.summary
+        planned = self._unique(results)
         existing = dict(
             Trajectory.objects.filter(
-                source=Trajectory.Source.IMPORT, content_hash__in=list(hashes)
+                source=Trajectory.Source.IMPORT, content_hash__in=[p[3] for p in planned]
             ).values_list("content_hash", "pk")
         )
-        source_files = _source_files(results=results, raw=raw, user=user)
-        to_create: list[tuple[Trajectory, TrajectorySpec]] = []
+        kept = []
         for result, index, spec, digest in planned:
             if digest in existing:
                 summary.duplicates.append(
                     {"file": result.file, "index": index, "existing_id": existing[digest]}
                 )
-                rows[id(result)]["duplicates"] += 1
+                self.table[id(result)]["duplicates"] += 1
                 continue
-            rows[id(result)]["created"] += 1
-            source_file = source_files.get(id(result))
-            to_create.append((_trajectory_row(spec, digest, source_file), spec))
-        created_rows = Trajectory.objects.bulk_create([row for row, _ in to_create], batch_size=500)
-        steps: list[Step] = []
-        for row, (_, spec) in zip(created_rows, to_create, strict=True):
-            steps.extend(_step_row(row.pk, s) for s in spec.steps)
-        _insert_steps(steps)
-        summary.created = [row.pk for row in created_rows]
-        summary.stored_messages = sum(1 for step in steps if step.kind == Step.Kind.MESSAGE)
-        summary.stored_steps = len(steps) - summary.stored_messages
-        trajectories_index_for_search(ids=summary.created)
-    summary.files = [rows[id(result)] for result in results]
-    return summary
-
-
-def _trajectory_row(
-    spec: TrajectorySpec, digest: str, source_file: SourceFile | None
-) -> Trajectory:
-    failed = bool(spec.metadata.get("error"))  # the run errored (the importer says so)
-    return Trajectory(
-        source=Trajectory.Source.IMPORT,
-        status=Trajectory.Status.FAILED if failed else Trajectory.Status.FINISHED,
-        content_hash=digest,
-        source_file=source_file,
-        finished_at=timezone.now(),
-        **without_nul(_summary(spec)),
-    )
-
-
-def _source_files(
-    *, results: list[ImportResult], raw: dict[str, bytes], user
-) -> dict[int, SourceFile]:
-    """The SourceFile row of each result's file by ``id(result)`` (one row per distinct
-    content), created as needed."""
-    source_files: dict[int, SourceFile] = {}
-    for result in results:
-        data = raw.get(result.file) or result.data
-        if not data:
-            continue
-        sha = hashlib.sha256(data).hexdigest()
-        source_files[id(result)], _ = SourceFile.objects.get_or_create(
-            sha256=sha,
-            defaults={
-                "name": result.file[:500],
-                "format": result.format,
-                "format_version": result.format_version[:64],
-                "size": len(data),
-                "data": zlib.compress(data, 6),
-                "imported_by": user if getattr(user, "is_authenticated", False) else None,
-            },
+            self.table[id(result)]["created"] += 1
+            kept.append((result, spec, digest))
+        sources = self._source_file_ids([r for r, _, _ in kept])
+        now = timezone.now()
+        created = rows.insert_trajectories(
+            [_trajectory_values(spec, digest, sources[id(r)], now) for r, spec, digest in kept]
         )
-    return source_files
+        steps = [
+            rows.step_values(pk, step)
+            for pk, (_, spec, _) in zip(created, kept, strict=True)
+            for step in spec.steps
+        ]
+        _insert_steps(steps)
+        trajectories_index_for_search(ids=created)
+        summary.created += created
+        messages = sum(1 for step in steps if step[2] == Step.Kind.MESSAGE)
+        summary.stored_messages += messages
+        summary.stored_steps += len(steps) - messages
+
+    def _source_file_ids(self, results: list[ImportResult]) -> dict[int, int | None]:
+        """The SourceFile id of each result's file by ``id(result)`` (one row per distinct
+        content), created as needed; None for a result without its bytes."""
+        unique = list({id(result): result for result in results}.values())
+        files = []
+        for result in unique:
+            packed = self.packed.get(id(result))
+            data = self.raw.get(result.file) or result.data
+            if packed is None and data:
+                packed = rows.pack(data)
+            files.append((result.file, result.format, result.format_version, packed))
+        ids = rows.source_files(files=files, user=self.user)
+        return {id(result): pk for result, pk in zip(unique, ids, strict=True)}
+
+    def _unique(self, results: list[ImportResult]) -> list[tuple[ImportResult, int, Any, str]]:
+        """(result, index, spec, content hash) of every trajectory whose content this import has
+        not met yet; the others are reported as duplicates."""
+        planned = []
+        for result in results:
+            row = self.table[id(result)] = _file_row(result)
+            for index, spec in enumerate(result.trajectories):
+                digest = content_hash(spec)
+                first = self.hashes.get(digest)
+                if first is not None:
+                    self.summary.duplicates.append(
+                        {
+                            "file": result.file,
+                            "index": index,
+                            "existing_id": None,
+                            "same_as": f"{first[0]} #{first[1]}",
+                        }
+                    )
+                    row["duplicates"] += 1
+                    continue
+                self.hashes[digest] = (result.file, index)
+                planned.append((result, index, spec, digest))
+        return planned
+
+
+def _trajectory_values(
+    spec: TrajectorySpec, digest: str, source_file_id: int | None, now: datetime.datetime
+) -> dict[str, Any]:
+    """Every column of a new imported trajectory's row but its id."""
+    failed = bool(spec.metadata.get("error"))  # the run errored (the importer says so)
+    return {
+        **without_nul(_summary(spec)),
+        "source": Trajectory.Source.IMPORT,
+        "status": Trajectory.Status.FAILED if failed else Trajectory.Status.FINISHED,
+        "content_hash": digest,
+        "source_file_id": source_file_id,
+        "finished_at": now,
+        "created_at": now,
+        "task_id": None,
+        "tags": [],
+        "idempotency_key": None,
+    }
 
 
 # --- streaming (rollouts) -------------------------------------------------------------------
@@ -449,8 +429,11 @@ def trajectory_finish(
     trajectory.finished_at = timezone.now()
     if cost_usd is not None:
         trajectory.cost_usd = cost_usd
-    trajectory.step_count = trajectory.steps.filter(kind=Step.Kind.TOOL).count()
-    trajectory.message_count = trajectory.steps.filter(kind=Step.Kind.MESSAGE).count()
+    counts = trajectory.steps.aggregate(
+        tool=Count("pk", filter=Q(kind=Step.Kind.TOOL)),
+        message=Count("pk", filter=Q(kind=Step.Kind.MESSAGE)),
+    )
+    trajectory.step_count, trajectory.message_count = counts["tool"], counts["message"]
     trajectory.save()
     trajectories_index_for_search(ids=[trajectory.pk])
     return trajectory
@@ -472,6 +455,10 @@ class ImportRefused(ApplicationError):
     the per-file table (each refused file with its error)."""
 
 
+#: How many read files are stored together (one COPY of their rows) while the next ones are read.
+STORE_EVERY = 256
+
+
 def trajectories_import_files(
     *,
     paths: list[str],
@@ -480,32 +467,97 @@ def trajectories_import_files(
     on_parsed=None,
     all_or_nothing: bool = False,
 ) -> ImportSummary:
-    """Read every file (a zip: every member) first, then store every file that reads; each file
-    is all or nothing, and a refused file is a row of the result with its error. With
-    ``all_or_nothing`` one refused file stores nothing (ImportRefused, with the table).
-    ``on_parsed(done, total, results_so_far)`` is called after each path (the import job
-    reports progress with it)."""
-    limits = import_limits()
-    results: list[ImportResult] = []
+    """Store every file (a zip: every member) that reads; each file is all or nothing, and a
+    refused file is a row of the result with its error. With ``all_or_nothing`` one refused
+    file stores nothing (ImportRefused, with the table). ``on_parsed(done, total,
+    results_so_far)`` is called after each path (the import job reports progress with it).
+
+    One transaction: on PostgreSQL the files are read by a thread while the ones read before
+    are stored (``STORE_EVERY`` at a time), so reading and the database's work overlap; when
+    the database refuses the transaction (a value no check foresaw), every file that reads is
+    stored on its own so that only the file it refuses is left out (reported)."""
+    packed: dict[int, rows.Packed] = {}
+    reading = _read_paths(paths=paths, format=format, on_parsed=on_parsed, packed=packed)
     outcomes: list[ImportResult | ImportFailure] = []
-    for number, path in enumerate(paths, start=1):
-        if on_parsed is not None and number > 1:
-            on_parsed(number - 1, len(paths), results)
-        for outcome in read_path(path, format=format, limits=limits):
-            outcomes.append(outcome)
-            if isinstance(outcome, ImportResult):
-                results.append(outcome)
-    if on_parsed is not None:
-        on_parsed(len(paths), len(paths), results)
-    refused = [o for o in outcomes if isinstance(o, ImportFailure)]
-    if refused and all_or_nothing:
-        _refuse_all(outcomes, refused)
-    summary = _store_each_file(results=results, user=user, all_or_nothing=all_or_nothing)
+    try:
+        batch = _ImportBatch(raw=None, user=user, packed=packed)
+        summary = _store_as_read(reading, outcomes, batch=batch, all_or_nothing=all_or_nothing)
+    except _DatabaseRefused as refused:
+        outcomes.extend(outcome for found in reading for outcome in found)  # the rest
+        results = [o for o in outcomes if isinstance(o, ImportResult)]
+        if all_or_nothing or len(results) <= 1:
+            where = f"{results[0].file}: " if results else ""
+            raise ApplicationError(
+                f"{where}the database refused the import ({_first_line(refused.error)}); "
+                "nothing was stored. Check the file's values, or report the file."
+            ) from None
+        summary = _store_file_by_file(results=results, user=user)
+    finally:
+        reading.close()
     stored = iter(summary.files)  # one row per result, in order
     summary.files = [
         _refused_row(o) if isinstance(o, ImportFailure) else next(stored) for o in outcomes
     ]
     return summary
+
+
+def _read_paths(*, paths: list[str], format: str | None, on_parsed, packed: dict) -> Iterator[list]:
+    """The outcomes of each path in turn (a thread reads ahead on PostgreSQL); the bytes of
+    each file that reads are packed (``packed[id(result)]``) as it is read."""
+    limits = import_limits()
+
+    def read() -> Iterator[list]:
+        results: list[ImportResult] = []
+        for number, path in enumerate(paths, start=1):
+            found = read_path(path, format=format, limits=limits)
+            for outcome in found:
+                if isinstance(outcome, ImportResult):
+                    results.append(outcome)
+                    if outcome.data:
+                        packed[id(outcome)] = rows.pack(outcome.data)
+            if on_parsed is not None:
+                on_parsed(number, len(paths), results)
+            yield found
+
+    if connection.vendor != "postgresql":
+        # SQLite: one writer at a time (a progress callback writes too): read, then store
+        return iter(list(read()))
+    return _read_ahead(read())
+
+
+class _DatabaseRefused(Exception):
+    """The database refused to store a part (``error``); the transaction is rolled back."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _store_as_read(
+    reading: Iterator[list], outcomes: list, *, batch: _ImportBatch, all_or_nothing: bool
+) -> ImportSummary:
+    """Store what ``reading`` gives as it comes, in one transaction; ``outcomes`` collects
+    every outcome (a result or a refusal) in order."""
+    waiting: list[ImportResult] = []
+    with transaction.atomic():
+        for found in reading:
+            outcomes.extend(found)
+            waiting += [o for o in found if isinstance(o, ImportResult)]
+            if len(waiting) >= STORE_EVERY:
+                _store_part(batch, waiting)
+                waiting = []
+        refused = [o for o in outcomes if isinstance(o, ImportFailure)]
+        if refused and all_or_nothing:
+            _refuse_all(outcomes, refused)  # raises: nothing is kept
+        _store_part(batch, waiting)
+    return batch.finish([o for o in outcomes if isinstance(o, ImportResult)])
+
+
+def _store_part(batch: _ImportBatch, results: list[ImportResult]) -> None:
+    try:
+        batch.store(results)
+    except (DatabaseError, ValueError) as exc:  # a value no check foresaw
+        raise _DatabaseRefused(exc) from exc
 
 
 def _refuse_all(outcomes: list[ImportResult | ImportFailure], refused: list[ImportFailure]) -> None:
@@ -519,18 +571,9 @@ def _refuse_all(outcomes: list[ImportResult | ImportFailure], refused: list[Impo
     )
 
 
-def _store_each_file(*, results: list[ImportResult], user, all_or_nothing: bool) -> ImportSummary:
-    """Store the results in one transaction; when the database refuses it (a value no check
-    foresaw), store file by file so that only the file it refuses is left out (reported)."""
-    try:
-        return trajectories_import(results=results, user=user)
-    except (DatabaseError, ValueError) as exc:
-        if all_or_nothing or len(results) <= 1:
-            where = f"{results[0].file}: " if results else ""
-            raise ApplicationError(
-                f"{where}the database refused the import ({_first_line(exc)}); nothing was "
-                "stored. Check the file's values, or report the file."
-            ) from None
+def _store_file_by_file(*, results: list[ImportResult], user) -> ImportSummary:
+    """Store each file in its own transaction; a file the database refuses is a row with its
+    error."""
     summary = ImportSummary()
     for result in results:
         try:
@@ -543,6 +586,44 @@ def _store_each_file(*, results: list[ImportResult], user, all_or_nothing: bool)
             )
             summary.files.append(row)
     return summary
+
+
+def _read_ahead(items: Iterator[T], *, ahead: int = STORE_EVERY) -> Iterator[T]:
+    """``items``, produced by a thread up to ``ahead`` in advance (what it raises is raised
+    here). Closing the iterator stops the thread. The thread's own database connections (a
+    progress callback's) are closed when it ends."""
+    queue: Queue = Queue(maxsize=ahead)
+    stop = threading.Event()
+    end = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                queue.put((None, item))
+            queue.put((None, end))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            queue.put((exc, end))
+        finally:
+            db_connections.close_all()
+
+    thread = threading.Thread(target=produce, name="import-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            error, item = queue.get()
+            if error is not None:
+                raise error
+            if item is end:
+                return
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # let a producer blocked on a full queue see the stop
+            with contextlib.suppress(Empty):
+                queue.get(timeout=0.05)
+        thread.join()
 
 
 def _first_line(exc: BaseException) -> str:
