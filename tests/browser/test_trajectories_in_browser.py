@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.test_diagnostic_in_browser import _log_in
 from trainer_core.recording.importers import ImportResult
@@ -158,4 +159,43 @@ def test_untrusted_text_shows_literally_and_no_script_runs(live_server, make_use
     page.goto(live_server.url + f"/trajectories/{pk}/")
     assert EVIL in page.inner_text("[data-testid=prompt]")
     assert page.evaluate("window.__pwned") is None
+    assert problems == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_diff_shows_its_first_rows_then_every_row_and_long_bodies_on_demand(
+    live_server, make_user, browser_page
+):
+    """A diff of two 250-step trajectories: the page renders its first rows and loads the rest
+    by itself until all 250 aligned rows are shown; a long observation shows its head and
+    loads the whole text on demand."""
+    page = browser_page
+    problems = _watch_for_problems(page)
+    long_text = "line of output " * 100  # 1,500 characters
+
+    def spec(marker: str) -> Trajectory:
+        steps = [
+            Step(
+                index=i,
+                tool="bash",
+                params={"command": f"step {i} {marker if i % 50 == 0 else ''}"},
+                observation=f"{i} {long_text}",
+            )  # fmt: skip
+            for i in range(250)
+        ]
+        return Trajectory(task=TaskRef(id="long", prompt=f"long {marker}"), steps=steps)
+
+    a, b = services.trajectories_import(
+        results=[ImportResult("long.jsonl", "test", "1", [spec("a"), spec("b")])]
+    ).created
+    _log_in(page, live_server, make_user(Role.VIEWER))
+    page.goto(live_server.url + f"/trajectories/diff/?a={a}&b={b}")
+    rows = page.locator("table[data-testid=diff] tr[data-kind]")
+    expect(rows).to_have_count(250)  # the page's own rows, then the ones it loaded
+    assert rows.count() == 250 and page.locator("[data-testid=diff-more]").count() == 0
+    assert rows.nth(249).locator("td").first.inner_text().strip() == "249"
+    cell = page.locator(f"#obs-{a}-249")
+    assert "show all" in cell.inner_text() and len(cell.locator("pre").inner_text()) < 600
+    cell.get_by_text("show all").click()
+    expect(cell.locator("pre")).to_have_text(f"249 {long_text}")
     assert problems == []

@@ -270,7 +270,7 @@ def item_pair(*, item: QueueItem) -> dict[str, Any]:
     """A pairwise item's step-aligned diff (nothing for a single trajectory)."""
     if not item.other_id:
         return {}
-    diff = diff_context(left=item.trajectory, right=item.other, page=None)
+    diff = diff_context(left=item.trajectory, right=item.other, count=None)
     return {k: diff[k] for k in ("left", "right", "rows", "first_divergence", "scored_by")}
 
 

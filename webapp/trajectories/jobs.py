@@ -2,8 +2,8 @@
 
 The upload form stages the files (``services.uploads_stage``) and enqueues a
 ``trajectories.import`` job (``services.trajectories_import_enqueue``). The worker reads every
-file first (progress per file), then stores every file that reads in one transaction; each
-refused file is a row of the result's table with its error (the job fails only when no file was
+file (progress per file) and stores every file that reads, as it reads them, in one transaction;
+each refused file is a row of the result's table with its error (the job fails only when no file was
 stored because of refusals, or, all-or-nothing, when any file was refused). The job is resumable:
 a re-run after a crash reads again, and the content hashes make a second store of what the first
 one committed a no-op (its trajectories are reported as duplicates).

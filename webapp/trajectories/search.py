@@ -17,18 +17,22 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import BooleanField, Exists, F, Func, OuterRef, Q, QuerySet, Value
 
-#: PostgreSQL: the search document of the trajectories ``t`` (an UPDATE's target). A parameter's
-#: values appear twice, the second time with "/" as a space, so a file name inside a path matches.
+#: PostgreSQL: the search document of the trajectories ``t`` (an UPDATE's target). A parameter
+#: value holding a "/" appears twice, the second time with "/" as a space, so a file name inside
+#: a path matches (a value without one would only repeat itself: the parser's cost is the
+#: document's length).
 SEARCH_DOCUMENT = """
 to_tsvector('simple'::regconfig, left(
   coalesce(t.prompt, '') || ' ' || coalesce((
-    SELECT string_agg(concat_ws(' ', s.text, s.thought, s.tool, p.text,
-                                translate(p.text, '/', ' '),
+    SELECT string_agg(concat_ws(' ', s.text, s.thought, s.tool, p.text, p.split,
                                 left(coalesce(s.observation, ''), 1000)), ' ' ORDER BY s.index)
     FROM trajectories_step s
     LEFT JOIN LATERAL (
-      SELECT string_agg(v #>> '{}', ' ') AS text
-      FROM jsonb_path_query(s.params, 'strict $.**') AS v
+      SELECT string_agg(x.value, ' ') AS text,
+             string_agg(translate(x.value, '/', ' '), ' ')
+               FILTER (WHERE strpos(x.value, '/') > 0) AS split
+      FROM jsonb_path_query(s.params, 'strict $.**') AS v,
+           LATERAL (SELECT v #>> '{}' AS value) AS x
       WHERE jsonb_typeof(v) IN ('string', 'number')
     ) p ON true
     WHERE s.trajectory_id = t.id), ''), 300000))

@@ -226,10 +226,8 @@ class _ImportBatch:
         """Store the trajectories of ``results`` that are new (in the caller's transaction)."""
         summary = self.summary
         planned = self._unique(results)
-        existing = dict(
-            Trajectory.objects.filter(
-                source=Trajectory.Source.IMPORT, content_hash__in=[p[3] for p in planned]
-            ).values_list("content_hash", "pk")
+        existing = rows.ids_by(
+            Trajectory, "content_hash", [p[3] for p in planned], source=Trajectory.Source.IMPORT
         )
         kept = []
         for result, index, spec, digest in planned:
@@ -241,6 +239,8 @@ class _ImportBatch:
                 continue
             self.table[id(result)]["created"] += 1
             kept.append((result, spec, digest))
+        if not kept:
+            return
         sources = self._source_file_ids([r for r, _, _ in kept])
         now = timezone.now()
         created = rows.insert_trajectories(
@@ -521,7 +521,8 @@ def _read_paths(*, paths: list[str], format: str | None, on_parsed, packed: dict
 
     if connection.vendor != "postgresql":
         # SQLite: one writer at a time (a progress callback writes too): read, then store
-        return iter(list(read()))
+        outcomes = list(read())
+        return (found for found in outcomes)
     return _read_ahead(read())
 
 

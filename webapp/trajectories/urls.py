@@ -10,6 +10,7 @@ urlpatterns = [
     path("tag/", views.trajectory_tag, name="tag"),
     path("export/", views.trajectory_export_selection, name="export_selection"),
     path("diff/", views.trajectory_diff, name="diff"),
+    path("diff/rows/", views.trajectory_diff_rows, name="diff_rows"),
     path("diff/step/", views.trajectory_diff_step, name="diff_step"),
     path("<int:pk>/", views.trajectory_detail, name="detail"),
     path("<int:pk>/steps/", views.trajectory_steps, name="steps"),

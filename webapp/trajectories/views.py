@@ -184,9 +184,26 @@ def trajectory_diff(request):
         return redirect("trajectories:list")
     left = selectors.trajectory_get(id=int(ids[0]))
     right = selectors.trajectory_get(id=int(ids[1]))
-    page = int(request.GET["page"]) if request.GET.get("page", "").isdigit() else 1
-    diff = selectors.diff_context(left=left, right=right, page=page)
+    start = int(request.GET["start"]) if request.GET.get("start", "").isdigit() else 0
+    diff = selectors.diff_context(left=left, right=right, start=start)
     return render(request, "trajectories/diff.html", {"active_area": "trajectories", **diff})
+
+
+@requires(Need.READ)
+def trajectory_diff_rows(request):
+    """The next aligned rows of a diff (from ``start``), loaded by the diff page after its first
+    screen until every row is shown."""
+    try:
+        a, b, start = int(request.GET["a"]), int(request.GET["b"]), int(request.GET["start"])
+    except (KeyError, ValueError):
+        raise Http404("Give a, b (trajectory ids) and start (an aligned row).") from None
+    diff = selectors.diff_context(
+        left=selectors.trajectory_get(id=a),
+        right=selectors.trajectory_get(id=b),
+        start=start,
+        count=selectors.DIFF_MORE_ROWS,
+    )
+    return render(request, "trajectories/diff.html#diff_rows", diff)
 
 
 @requires(Need.READ)

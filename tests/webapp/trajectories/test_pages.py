@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -294,11 +296,16 @@ def _long_observations(marker: str, alphabet: str, steps: int, size: int) -> Tra
     )
 
 
-def test_a_diff_of_long_unlike_observations_has_a_bounded_cost_and_pages(viewer):
+def _diff_positions(body: str) -> list[int]:
+    return [int(p) for p in re.findall(r'<tr class="diff-[^"]*" data-kind="\w+"[^>]*>\s*<td>(\d+)', body)]  # fmt: skip
+
+
+def test_a_diff_of_long_unlike_observations_has_a_bounded_cost_and_loads_in_parts(viewer):
     """The worst case of the old diff (2 KB observations sharing only their spaces, on every
-    step): the page spends at most its budget of comparisons, later rows load their own
-    differences on demand, and long trajectories are shown 200 rows a page."""
-    from webapp.trajectories.selectors import DIFF_PAGE_BUDGET, DIFF_ROWS_PER_PAGE
+    step): each request spends at most its budget of comparisons, later rows load their own
+    differences on demand, and the page shows its first rows, then loads the rest (the row
+    that loads them is shown, and fetched, until every row is there); bodies are cut."""
+    from webapp.trajectories.selectors import DIFF_BODY_CHARS, DIFF_FIRST_ROWS, DIFF_PAGE_BUDGET
 
     a, b = _store(
         _long_observations("left", "abcdefghij", 250, 2_000),
@@ -307,13 +314,45 @@ def test_a_diff_of_long_unlike_observations_has_a_bounded_cost_and_pages(viewer)
     response = viewer.get(reverse("trajectories:diff"), {"a": a, "b": b})
     assert response.status_code == 200
     assert response.context["diff_work"] <= DIFF_PAGE_BUDGET
-    assert len(response.context["rows"]) == DIFF_ROWS_PER_PAGE
+    assert len(response.context["rows"]) == DIFF_FIRST_ROWS
     body = response.content.decode()
     assert 'data-testid="textdiff"' in body and 'data-testid="textdiff-deferred"' in body
-    assert "Page 1 of 2 (250 aligned rows)" in body
-    second = viewer.get(reverse("trajectories:diff"), {"a": a, "b": b, "page": 2})
-    assert len(second.context["rows"]) == 50 and second.context["rows"][0]["position"] == 200
+    row = response.context["rows"][-1]  # the head of a long observation, the rest on demand
+    assert row["kind"] == "changed_observation" and row["observation_deferred"]
+    assert row["left"].cut and len(row["left"].preview) == DIFF_BODY_CHARS
+    assert f"show all {row['left'].observation_length} characters" in body
+    positions = _diff_positions(body)
+    while 'data-testid="diff-more"' in body:
+        more = re.search(r'data-testid="diff-more" hx-get="([^"]+)" hx-trigger="load"', body)
+        response = viewer.get(html.unescape(more.group(1)))
+        assert response.status_code == 200
+        body = response.content.decode()
+        positions += _diff_positions(body)
+        assert 'data-testid="textdiff-deferred"' in body
+    assert positions == list(range(250))
+    # the plain link of the loading row opens the page from that row
+    later = viewer.get(reverse("trajectories:diff"), {"a": a, "b": b, "start": 200})
+    assert [r["position"] for r in later.context["rows"]] == list(range(200, 250))
+    assert "Aligned rows from 200 of 250" in later.content.decode()
     one = viewer.get(
         reverse("trajectories:diff_step"), {"a": a, "b": b, "left": 199, "right": 199}
     ).content.decode()
     assert 'data-testid="textdiff"' in one and "<del>" in one and "<ins>" in one
+
+
+def test_parameters_are_indented_as_json_dumps_indents_them():
+    """The diff and step pages write tool parameters with ``pretty_json``: objects of plain
+    values take a fast path that must read exactly as ``json.dumps(indent=2)``."""
+    from webapp.common.templatetags.steplab import pretty_json
+
+    values = [
+        {"command": "ls -la", "path": "/a/b", "n": 3, "f": 1.5, "t": True, "z": None},
+        {"b": "café ☃ \u2028", "a": 'quote " and \\ and \n', "e": "", "big": 10**30, "x": 1e-7},
+        {"nested": {"a": [1, 2]}, "s": "x"},
+        {"nan": float("nan"), "inf": float("-inf")},
+        {},
+        [1, {"a": 2}],
+        "text",
+    ]
+    for value in values:
+        assert pretty_json(value) == json.dumps(value, indent=2, sort_keys=True, default=str)

@@ -231,9 +231,9 @@ def import_source(source: Source, *, format: str | None = None) -> ImportResult:
                 file=source.name,
             )
         return _parse_with(chosen[0], source)
-    claimed = [imp for imp in available if _sniff(imp, source)]
-    if claimed:
-        return _parse_with(claimed[0], source)
+    claimed = next((imp for imp in available if _sniff(imp, source)), None)
+    if claimed is not None:
+        return _parse_with(claimed, source)
     return _parse_by_trial(source, available)
 
 

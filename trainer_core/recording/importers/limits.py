@@ -10,10 +10,12 @@ environment variables, see :meth:`ImportLimits.from_env`)."""
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
 import os
+import typing
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
@@ -256,17 +258,35 @@ def _integer(value: int | None, bounds: tuple[int, int], field: str) -> None:
 
 def _timestamps(value: Any, path: str) -> Iterator[tuple[str, datetime]]:
     """Every datetime in the trajectory's fields (steps and whatever else the schema holds),
-    with its path (``steps[3].started_at``); JSON values (params, metadata) hold none."""
+    with its path (``steps[3].started_at``); JSON values (params, metadata) hold none. Only the
+    fields whose type can hold a datetime are walked (:func:`_time_fields`)."""
     if isinstance(value, datetime):
         yield path, value
     elif isinstance(value, BaseModel):
-        for name, item in value:
-            if isinstance(item, datetime | BaseModel | list):
+        for name in _time_fields(type(value)):
+            item = getattr(value, name)
+            if item is not None:
                 yield from _timestamps(item, f"{path}.{name}" if path else name)
     elif isinstance(value, list):
         for number, item in enumerate(value):
-            if isinstance(item, datetime | BaseModel):
-                yield from _timestamps(item, f"{path}[{number}]")
+            yield from _timestamps(item, f"{path}[{number}]")
+
+
+@functools.cache
+def _time_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of ``model`` whose declared type can hold a datetime (directly, in a model or
+    in a list)."""
+    return tuple(
+        name for name, info in model.model_fields.items() if _may_hold_time(info.annotation)
+    )
+
+
+def _may_hold_time(annotation: Any) -> bool:
+    if annotation is datetime:
+        return True
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return bool(_time_fields(annotation))
+    return any(_may_hold_time(arg) for arg in typing.get_args(annotation))
 
 
 def _timestamp(value: datetime, field: str) -> None:
@@ -315,15 +335,20 @@ def _json_problem(value: Any, max_depth: int) -> bool:
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
-            if depth >= max_depth:
-                return True
-            stack.extend((v, depth + 1) for v in item.values())
+            items = item.values()
         elif isinstance(item, list | tuple):
-            if depth >= max_depth:
+            items = item
+        else:
+            if is_not_finite(item):
                 return True
-            stack.extend((v, depth + 1) for v in item)
-        elif is_not_finite(item):
+            continue
+        if depth >= max_depth:
             return True
+        for child in items:
+            if isinstance(child, dict | list | tuple):
+                stack.append((child, depth + 1))
+            elif isinstance(child, float) and not math.isfinite(child):
+                return True
     return False
 
 

@@ -23,9 +23,22 @@ def duration(seconds) -> str:
     return f"{hours}h {minutes}m"
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 @register.filter
 def pretty_json(value) -> str:
-    """Indented JSON as plain text (autoescaped by the template like any string)."""
+    """Indented JSON as plain text (autoescaped by the template like any string). An object
+    of plain values (most tool parameters) is written here, as ``json.dumps`` would indent it:
+    its indenting encoder is pure Python and costs 50 µs an object, a page of steps 50 ms."""
+    if (
+        isinstance(value, dict)
+        and value
+        and all(type(k) is str and isinstance(v, _SCALARS) for k, v in value.items())
+    ):
+        items = sorted(value.items())
+        lines = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v, default=str)}" for k, v in items)
+        return "{\n" + lines + "\n}"
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
