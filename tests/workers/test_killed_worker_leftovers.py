@@ -90,7 +90,6 @@ def test_the_sandbox_of_a_killed_worker_is_reclaimed_by_the_reaper(
 def test_a_training_run_resumed_after_a_kill_records_each_step_once(
     worker_factory, operator, tmp_path
 ):
-    pytest.importorskip("torch")
     from trainer_core.policies import chat_format as cf
     from trainer_core.training import tiny
     from trainer_core.training.checkpoint import list_checkpoints
