@@ -18,7 +18,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 
-APP_SERVICES = ("web", "worker", "gpu-worker")
+APP_SERVICES = ("web", "worker", "gpu-worker", "rollout-worker")
+#: the workers `docker compose up` starts (no profile); the scale-out profile adds rollout-worker
 WORKER_SERVICES = ("worker", "gpu-worker")
 
 
@@ -188,6 +189,27 @@ def test_every_queue_is_consumed_by_exactly_one_worker(services: dict) -> None:
     )
     shared = {q: names for q, names in consumed.items() if len(names) > 1}
     assert not shared, f"queues consumed by more than one worker: {shared!r}"
+
+
+def test_scale_out_profile_adds_sampler_only_workers_beside_one_trainer(services: dict) -> None:
+    """docs/scaling.md: `docker compose --profile scale-out up --scale rollout-worker=N` adds N
+    sampler workers (rollouts queue only, one task each) beside the default workers; the
+    trainer stays the one gpu-worker, and the samplers read published versions from /data."""
+    samplers = services.get("rollout-worker")
+    assert samplers, "docker-compose.yml has no rollout-worker service (the scale-out profile)"
+    assert samplers.get("profiles") == ["scale-out"], (
+        f"rollout-worker must start only with --profile scale-out, not {samplers.get('profiles')!r}"
+    )
+    assert _queues("rollout-worker", samplers) == ["rollouts"], (
+        "rollout-worker must consume the rollouts queue only (samplers), not the trainer's gpu queue"
+    )
+    argv = _command_argv(samplers)
+    assert _option(argv, "--concurrency", "-c") == "1", "one sampler per rollout-worker replica"
+    assert int(samplers.get("deploy", {}).get("replicas", 1)) >= 2, "several samplers by default"
+    profiled = [n for n, s in services.items() if s.get("profiles")]
+    assert profiled == ["rollout-worker"], f"only the samplers are profiled, not {profiled!r}"
+    trainers = [n for n in WORKER_SERVICES if "gpu" in _queues(n, services[n])]
+    assert trainers == ["gpu-worker"], f"exactly one trainer (gpu queue) worker, not {trainers!r}"
 
 
 def test_app_services_share_image_and_environment(services: dict) -> None:

@@ -1,4 +1,4 @@
-"""Trainers (SFT, DPO, GRPO), one readable ``train(config, on_progress)`` each, and what they
+"""Trainers (SFT, DPO, GRPO, decoupled GRPO), one readable ``train(config, on_progress)`` each, and what they
 share, by what it is:
 
 - :mod:`.config` — the config dataclasses' base, YAML and field help; :mod:`.methods` — the
@@ -10,8 +10,12 @@ share, by what it is:
   :mod:`.advantages` — GRPO's advantage estimators (outcome, process, mixed);
 - :mod:`.chunking` — long trajectories split by token length at step boundaries;
   :mod:`.curriculum` — the order SFT sees its examples in (seeded shuffle or a paced curriculum);
-- :mod:`.episodes` (online GRPO episodes) and :mod:`.tiny` (tiny local models for tests and
-  benchmarks).
+- :mod:`.lineage` — what each optimizer step consumed (``lineage.jsonl``, every trainer);
+- :mod:`.episodes` (online GRPO episodes: token ids, behaviour log-probs, versions);
+  :mod:`.decoupled` — the streaming trainer of decoupled RL (staleness bound, importance
+  weights, published versions), :mod:`.offpolicy` — its weights and staleness admission,
+  :mod:`.spool` — a file store of groups and versions for library use;
+- :mod:`.tiny` (tiny local models for tests and benchmarks).
 
 Importing this package imports no torch: each trainer module imports torch, transformers, peft
 and accelerate inside its functions."""

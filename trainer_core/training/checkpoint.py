@@ -9,6 +9,13 @@ extra, written last: a checkpoint without it is incomplete). Loading it back res
 these, so a resumed run continues exactly as if it had not stopped (its batches are a function of
 the seed and the step, see the trainers).
 
+Under FSDP (the model sharded over the processes) every process takes part in gathering the full
+weights and the full optimizer state, which the main process writes in the same files; loading
+gives each process its shard of them (:mod:`torch.distributed.checkpoint.state_dict`). The
+optimizer state of an FSDP run is then keyed by parameter name (``optimizer.pt`` of any other run
+by parameter index), and either kind loads into a run with or without FSDP, at any number of
+processes.
+
 :func:`list_checkpoints` lists the complete checkpoints of an output directory by step,
 :func:`find_checkpoint` picks the one to resume from, :func:`checkpoint_due` says which steps
 are saved.
@@ -35,6 +42,7 @@ __all__ = [
     "checkpoint_due",
     "checkpoint_path",
     "find_checkpoint",
+    "is_sharded",
     "list_checkpoints",
 ]
 
@@ -164,7 +172,11 @@ class Checkpointer:
         self._wait()
         torch.save(_rng_state(), path / f"rng_state_{self._rank}.pt")
         inner = unwrap(model, self.accelerator)
+        # collectives under FSDP: every process gathers, the main process gets the full states
         state_dict = self.accelerator.get_state_dict(model) if self.accelerator else None
+        optimizer_state = _optimizer_state(model, optimizer, self.accelerator)
+        if state_dict and is_sharded(self.accelerator):
+            state_dict = _without_aliases(state_dict, inner)
         if self._main:
             if is_peft_model(inner):
                 inner.save_pretrained(path / "adapter")
@@ -174,7 +186,7 @@ class Checkpointer:
             else:
                 inner.save_pretrained(path, state_dict=state_dict)
             tokenizer.save_pretrained(path)
-            torch.save(optimizer.state_dict(), path / "optimizer.pt")
+            torch.save(optimizer_state, path / "optimizer.pt")
             torch.save(scheduler.state_dict(), path / "scheduler.pt")
             if config is not None:
                 (path / CONFIG_FILE).write_text(config_to_yaml(config), encoding="utf-8")
@@ -209,11 +221,14 @@ class Checkpointer:
                 raise ConfigError(
                     f"{path} was written by a LoRA run; resume it with the same lora_r"
                 )
-            _load_weights(inner, path)
+            _load_weights(inner, path, sharded=is_sharded(self.accelerator))
         device = next(inner.parameters()).device
         if optimizer is not None:
-            optimizer.load_state_dict(
-                torch.load(path / "optimizer.pt", map_location=device, weights_only=False)
+            _load_optimizer(
+                torch.load(path / "optimizer.pt", map_location=device, weights_only=False),
+                inner,
+                optimizer,
+                sharded=is_sharded(self.accelerator),
             )
         if scheduler is not None:
             scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
@@ -224,7 +239,76 @@ class Checkpointer:
         return int(state["step"]), dict(state.get("extra") or {})
 
 
-def _load_weights(model: Any, path: Path) -> None:
+def is_sharded(accelerator: Any) -> bool:
+    """Whether ``accelerator`` shards the model over its processes (FSDP): its weights and
+    optimizer state are then gathered to be saved and split again when loaded."""
+    if accelerator is None:
+        return False
+    from accelerate.utils import DistributedType
+
+    return accelerator.distributed_type == DistributedType.FSDP
+
+
+def _without_aliases(state_dict: dict[str, Any], model: Any) -> dict[str, Any]:
+    """``state_dict`` with each parameter shared by several names (tied embeddings) kept under
+    its first name only, as ``save_pretrained`` writes an unsharded model: a gathered state dict
+    holds a separate copy per name, which it cannot recognise as tied."""
+    seen: set[int] = set()
+    aliases = set()
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in seen:
+            aliases.add(name)
+        seen.add(id(param))
+    return {k: v for k, v in state_dict.items() if k not in aliases}
+
+
+def _optimizer_state(model: Any, optimizer: Any, accelerator: Any) -> dict[str, Any]:
+    """What ``optimizer.pt`` holds: ``optimizer.state_dict()``, or under FSDP the full state
+    keyed by parameter name, gathered from every process (each must call this; the main process
+    gets it, the others an empty dict)."""
+    if not is_sharded(accelerator):
+        return optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_optimizer_state_dict(model, optimizer, options=options)
+
+
+def _by_name(state: dict[str, Any], model: Any) -> dict[str, Any]:
+    """An ``optimizer.state_dict()`` (parameters by index) keyed by parameter name instead, as
+    torch's distributed state dicts are: the optimizer's parameters are the model's trainable
+    ones in order (:func:`~trainer_core.training.loop.make_optimizer_and_scheduler`)."""
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    groups = [{**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]]
+    return {"state": {names[i]: v for i, v in state["state"].items()}, "param_groups": groups}
+
+
+def _load_optimizer(state: dict[str, Any], model: Any, optimizer: Any, *, sharded: bool) -> None:
+    """Restore an ``optimizer.pt`` of either kind (by index; by name, written under FSDP) into
+    ``optimizer``: under FSDP each process keeps its shard of the full state."""
+    by_name = any(isinstance(k, str) for k in state.get("state", {})) or any(
+        isinstance(p, str) for g in state.get("param_groups", []) for p in g.get("params", [])
+    )
+    if not sharded and not by_name:
+        optimizer.load_state_dict(state)
+        return
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_optimizer_state_dict,
+    )
+
+    if not by_name:
+        state = _by_name(state, model)
+    options = StateDictOptions(full_state_dict=True)
+    set_optimizer_state_dict(model, optimizer, state, options=options)
+
+
+def _load_weights(model: Any, path: Path, *, sharded: bool = False) -> None:
+    """Load the checkpoint's safetensors weights into ``model`` (under FSDP each process keeps
+    its shard); ConfigError when they do not fit it (a tied weight saved once is not missing)."""
     from safetensors.torch import load_file
 
     files = sorted(path.glob("*.safetensors"))
@@ -233,12 +317,20 @@ def _load_weights(model: Any, path: Path) -> None:
     state: dict[str, Any] = {}
     for f in files:
         state.update(load_file(str(f)))
-    result = model.load_state_dict(state, strict=False)
-    own = model.state_dict()
+    if sharded:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+        options = StateDictOptions(full_state_dict=True, strict=False)
+        result = set_model_state_dict(model, state, options=options)
+    else:
+        result = model.load_state_dict(state, strict=False)
+    # a parameter shared by several names (tied embeddings) is saved under one of them
+    owners: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        owners.setdefault(id(param), []).append(name)
+    shared = {n: names for names in owners.values() for n in names}
     missing = [
-        k
-        for k in result.missing_keys
-        if not any(own[k].data_ptr() == own[o].data_ptr() for o in state if o in own)
+        k for k in result.missing_keys if not any(o in state for o in shared.get(k, [k]) if o != k)
     ]
     if missing or result.unexpected_keys:
         raise ConfigError(

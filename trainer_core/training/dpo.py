@@ -31,7 +31,8 @@ Reference
 Batches, processes, checkpoints: as in :mod:`trainer_core.training.sft` — ``batch_size`` pairs
 per micro-batch over all processes, ``grad_accum`` micro-batches per step, an order that is a
 function of the seed and the position (exact resume), the loss of a step is the mean over its
-pairs whatever the number of processes.
+pairs whatever the number of processes. Each step's line in ``<output_dir>/lineage.jsonl`` lists
+the dataset rows of the pairs it trained on (:mod:`trainer_core.training.lineage`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from trainer_core.training.loop import Run, prepare_run, report, start_run
 from trainer_core.training.losses import DPO_LOSS_TYPES, check_dpo_settings, dpo_loss
 from trainer_core.training.modelling import (
     IGNORE_INDEX,
+    compute_precision,
     load_seeded,
     sequence_logprobs,
     weights_dtype,
@@ -241,12 +243,20 @@ def _label_counts(pairs: Sequence[Pair], side: str, device: Any) -> Any:
 # --------------------------------------------------------------------------- reference
 
 
+def _precision_key(config: DPOConfig) -> str:
+    """The precision the reference log-probs were computed in, as the cache's fingerprint names
+    it: the weights' dtype, and ``bf16-mixed`` for full fine-tuning in bf16 (fp32 weights
+    computed under bf16 autocast; caches written before that was so hold fp32 values)."""
+    precision = compute_precision(config)
+    return precision if precision == "bf16-mixed" else weights_dtype(config)
+
+
 def _fingerprint(config: DPOConfig, pairs: Sequence[Pair]) -> str:
     digest = hashlib.sha256()
     model_dir = Path(config.model_dir).expanduser().resolve()
     weights = sorted(model_dir.glob("*.safetensors")) + sorted(model_dir.glob("*.bin"))
     stamp = [(w.name, w.stat().st_size, w.stat().st_mtime_ns) for w in weights]
-    digest.update(json.dumps([str(model_dir), stamp, weights_dtype(config)]).encode())
+    digest.update(json.dumps([str(model_dir), stamp, _precision_key(config)]).encode())
     for p in pairs:
         for e in (p.chosen, p.rejected):
             digest.update(json.dumps([e.input_ids, e.labels]).encode())
@@ -320,7 +330,8 @@ def _reference_logprobs(
         chosen = torch.tensor([p.ref_chosen for p in pairs], device=device)
         rejected = torch.tensor([p.ref_rejected for p in pairs], device=device)
         return chosen, rejected
-    with torch.no_grad():
+    # the policy's precision (bf16 autocast under mixed precision): equal weights, equal values
+    with torch.no_grad(), accelerator.autocast():
         if reference is not None:
             return pair_logprobs(reference, pairs, pad_id)
         inner = accelerator.unwrap_model(model)
@@ -341,14 +352,15 @@ def _reference_for(
     precomputed log-probs filled into ``pairs`` (returns None), or a frozen copy (None for LoRA:
     the adapters switched off). Returns it and a description for the progress log."""
     if config.reference == "precomputed":
-        cached = precompute_reference(
-            model,
-            pairs,
-            pad_id,
-            batch_size=max(1, config.batch_size),
-            cache=Path(config.output_dir) / CACHE_FILE if accelerator.is_main_process else None,
-            fingerprint=_fingerprint(config, pairs),
-        )
+        with accelerator.autocast():  # in the policy's precision, as a reference model would be
+            cached = precompute_reference(
+                model,
+                pairs,
+                pad_id,
+                batch_size=max(1, config.batch_size),
+                cache=Path(config.output_dir) / CACHE_FILE if accelerator.is_main_process else None,
+                fingerprint=_fingerprint(config, pairs),
+            )
         return None, "read from the cache" if cached else "computed"
     reference = frozen_reference(model)
     return reference, "a frozen copy of the initial model" if reference is not None else "LoRA off"
@@ -389,25 +401,28 @@ def _pair_losses(run: Run, reference: Any, mine: list[Pair]) -> tuple[Any, Any]:
 
 def _backward(
     run: Run, reference: Any, pairs: Sequence[Pair], *, share: tuple[int, int, int], norm: int
-) -> Any:
+) -> tuple[Any, list[list[int]]]:
     """Forward and backward passes over one optimizer step's micro-batches (this process's share
     of each; ``share`` is ``(world, rank, per_process)``; ``norm`` the step's number of pairs).
-    Returns this process's sums of :data:`_SUMS`."""
+    Returns this process's sums of :data:`_SUMS` and the dataset rows of the pairs it trained
+    on, per micro-batch."""
     import torch
 
     config = run.config
     world, rank, per_process = share
     sums = torch.zeros(len(_SUMS), device=run.accelerator.device)
+    trained: list[list[int]] = []
     for m in range(config.grad_accum):
         index = run.step * config.grad_accum + m
         picked = batch_indices(len(pairs), config.batch_size, index, config.seed)
         mine = [pairs[i] for i in process_share(picked, rank, per_process)]
+        trained.append([p.row for p in mine])
         with run.grad_sync(last=m == config.grad_accum - 1):
             losses, micro_sums = _pair_losses(run, reference, mine)
             # DDP averages over processes: scale to the gradient of the step's pair mean.
             run.accelerator.backward(losses.sum() * world / norm)
         sums += micro_sums
-    return sums
+    return sums, trained
 
 
 def _step_metrics(means: dict[str, float], **extra: float) -> dict[str, float]:
@@ -463,8 +478,11 @@ def train(
     step_pairs = config.batch_size * config.grad_accum
     while not run.done:
         started = time.perf_counter()
-        sums = _backward(run, reference, pairs, share=(world, rank, per_process), norm=step_pairs)
+        sums, trained = _backward(
+            run, reference, pairs, share=(world, rank, per_process), norm=step_pairs
+        )
         grad_norm, learning_rate = run.update()
+        consumed = run.gather_ids(trained)
         totals = accelerator.reduce(sums, reduction="sum") / step_pairs
         means = dict(zip(_SUMS, totals.tolist(), strict=True))
         loss_value = means["loss"]
@@ -479,6 +497,7 @@ def train(
             metrics=metrics,
             message=f"step {run.step}/{config.max_steps} loss {loss_value:.4f} margin "
             f"{metrics['rewards/margin']:.4f}",
+            consumed=consumed,
         )
 
     return run.result(loss_value)

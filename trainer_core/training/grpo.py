@@ -65,6 +65,7 @@ from trainer_core.training.config import TrainConfig, TrainResult, option
 from trainer_core.training.data import batch_indices, collate, process_share, read_rows, to_device
 from trainer_core.training.dpo import encode_continuation, frozen_reference, prompt_messages
 from trainer_core.training.episodes import Completion, Group, load_tasks_for, rollout_groups
+from trainer_core.training.lineage import LineageId
 from trainer_core.training.loop import Run, prepare_run, report, start_run
 from trainer_core.training.losses import check_grpo_settings, grpo_loss
 from trainer_core.training.modelling import IGNORE_INDEX, load_seeded
@@ -174,6 +175,10 @@ class GRPOConfig(TrainConfig):
     def online(self) -> bool:
         return bool(self.env_id.strip())
 
+    #: whether online episodes come with a reward model's step scores (the decoupled trainer's
+    #: samplers score each episode with the run's reward model; in-process online GRPO does not)
+    scored_online = False
+
     def validate(self) -> None:
         super().validate()
         if self.online and self.dataset:
@@ -189,7 +194,7 @@ class GRPOConfig(TrainConfig):
             raise ConfigError(
                 f"advantage must be one of {', '.join(ESTIMATORS)} (got {self.advantage!r})"
             )
-        if self.online and self.advantage != "outcome":
+        if self.online and self.advantage != "outcome" and not self.scored_online:
             raise ConfigError(
                 f"advantage {self.advantage!r} needs a reward model's step scores, which online "
                 "episodes do not have: export a GRPO dataset of scored trajectories (a pipeline "
@@ -322,7 +327,8 @@ def _logprobs(model: Any, batch: Mapping[str, Any], temperature: float) -> Any:
 def _reference_logprobs(reference: Any, model: Any, batch: Any, config: GRPOConfig, acc: Any):
     import torch
 
-    with torch.no_grad():
+    # the policy's precision (bf16 autocast under mixed precision): equal weights, equal values
+    with torch.no_grad(), acc.autocast():
         if reference is not None:
             return _logprobs(reference, batch, config.temperature)
         inner = acc.unwrap_model(model)
@@ -361,31 +367,36 @@ def _prompts(config: GRPOConfig, tokenizer: Any) -> tuple[list[Any], list[Group]
 
 def _step_groups(
     run: Run, prompts: tuple[list[Any], list[Group]], *, rank: int, per_process: int
-) -> list[list[Group]]:
+) -> tuple[list[list[Group]], list[list[LineageId]]]:
     """This process's groups of each micro-batch of the run's current step: sampled now in the
     environment (online, seeded by the run seed, the micro-batch and the rank) or taken from the
-    dataset."""
+    dataset. Also their lineage ids per micro-batch: online ``"<task id>@<seed>"`` (the task —
+    its index in the run's tasks when it has no id — and the sampling seed of its group),
+    offline the group's dataset row index."""
     config = run.config
     tasks, groups = prompts
     n = len(tasks) if config.online else len(groups)
     micro: list[list[Group]] = []
+    ids: list[list[LineageId]] = []
     for m in range(config.grad_accum):
         index = run.step * config.grad_accum + m
         picked = batch_indices(n, config.batch_size, index, config.seed)
         picked = process_share(picked, rank, per_process)
         if config.online:
-            micro.append(
-                rollout_groups(
-                    run.accelerator.unwrap_model(run.model),
-                    run.tokenizer,
-                    [tasks[i] for i in picked],
-                    config,
-                    seed=config.seed * 1_000_003 + index * 7919 + rank,
-                )
+            seed = config.seed * 1_000_003 + index * 7919 + rank
+            batch = rollout_groups(
+                run.accelerator.unwrap_model(run.model),
+                run.tokenizer,
+                [tasks[i] for i in picked],
+                config,
+                seed=seed,
             )
+            ids.append([f"{getattr(tasks[i], 'id', '') or i}@{seed}" for i in picked])
         else:
-            micro.append([groups[i] for i in picked])
-    return micro
+            batch = [groups[i] for i in picked]
+            ids.append([int(g.key) for g in batch])  # encode_group keys a group by its row
+        micro.append(batch)
+    return micro, ids
 
 
 def _step_stats(micro: list[list[Group]], accelerator: Any) -> Any:
@@ -506,11 +517,12 @@ def train(
     loss_value = float("nan")
     while not run.done:
         started = time.perf_counter()
-        micro = _step_groups(run, (tasks, groups), rank=rank, per_process=per_process)
+        micro, trained = _step_groups(run, (tasks, groups), rank=rank, per_process=per_process)
         sampled = time.perf_counter() - started
         stats = _step_stats(micro, accelerator)
         loss_sum = _backward(run, reference, micro, items=float(stats[0]) / world)
         grad_norm, learning_rate = run.update()
+        consumed = run.gather_ids(trained)
         loss_value = float(accelerator.reduce(loss_sum, reduction="mean"))
         metrics = _step_metrics(
             stats,
@@ -526,6 +538,7 @@ def train(
             metrics=metrics,
             message=f"step {run.step}/{config.max_steps} loss {loss_value:.4f} reward "
             f"{metrics['reward']:.3f}",
+            consumed=consumed,
         )
 
     return run.result(loss_value)

@@ -1,9 +1,10 @@
 """The phases every trainer's ``train()`` shares, in the order it runs them: :func:`start_run`
 (validate, the accelerator, the batch split); :func:`prepare_run` (optimizer, schedule,
-checkpointer, resume) which returns the :class:`Run`; then per optimizer step
+checkpointer, resume, the lineage file) which returns the :class:`Run`; then per optimizer step
 :meth:`Run.grad_sync` around each micro-batch's backward pass, :meth:`Run.update` (the optimizer
-step) and :meth:`Run.end_step` (checkpoint, log, report); and :meth:`Run.result` at the end. What
-differs between methods — data, forward pass, loss, metrics — stays in each ``train()``.
+step), :meth:`Run.gather_ids` (what every process trained on) and :meth:`Run.end_step` (lineage,
+checkpoint, log, report); and :meth:`Run.result` at the end. What differs between methods — data,
+forward pass, loss, metrics — stays in each ``train()``.
 
 :func:`make_optimizer_and_scheduler`: AdamW over the trainable parameters and a warmup +
 ``lr_schedule`` schedule (stepped once per optimizer step by the trainer, never by accelerate, so
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from trainer_core.errors import ConfigError
 from trainer_core.progress import ProgressEvent
 from trainer_core.training.checkpoint import Checkpointer, checkpoint_due, find_checkpoint
 from trainer_core.training.config import TrainConfig, TrainResult
+from trainer_core.training.lineage import LineageId, append_step, start_lineage
 from trainer_core.training.modelling import make_accelerator, require_torch
 
 __all__ = [
@@ -122,12 +124,46 @@ class Run:
         self.step += 1
         return grad_norm, learning_rate
 
-    def end_step(self, *, loss: float, metrics: Mapping[str, float], message: str) -> None:
-        """Write the step's checkpoint when it is due (:func:`checkpoint_due`; the loss kept as
-        its extra), then, every ``log_every`` steps and at the last, append
-        ``{"step": step, **metrics}`` to the history and :func:`report` the metrics. Checkpoint
-        first: a callback that stops the run (a cancel) keeps this step."""
+    def gather_ids(self, per_micro_batch: Sequence[Sequence[LineageId]]) -> list[LineageId]:
+        """The ids of what the step trained on over every process, in training order: micro-batch
+        by micro-batch, within one process by process. ``per_micro_batch``: this process's ids
+        of each of the step's micro-batches. Every process must call it (a collective under
+        several processes); each gets the whole list."""
+        shares = [list(ids) for ids in per_micro_batch]
+        if self.accelerator.num_processes == 1:
+            return [i for ids in shares for i in ids]
+        from accelerate.utils import gather_object
+
+        everyone = gather_object([shares])  # one entry per process, in process order
+        most = max(len(process) for process in everyone)
+        return [
+            i for m in range(most) for process in everyone if m < len(process) for i in process[m]
+        ]
+
+    def end_step(
+        self,
+        *,
+        loss: float,
+        metrics: Mapping[str, float],
+        message: str,
+        consumed: Sequence[LineageId],
+        dropped: Sequence[LineageId] = (),
+    ) -> None:
+        """Close the optimizer step just taken (:meth:`update`); every process calls it.
+
+        First the step's lineage line (the main process appends ``{"step", "consumed",
+        "dropped"}`` to ``<output_dir>/lineage.jsonl``, :mod:`~trainer_core.training.lineage`):
+        ``consumed`` the ids of the rows or groups the step trained on and ``dropped`` those it
+        took and left out, each over EVERY process (the main process's values are written;
+        where each process knows only its own share, pass :meth:`gather_ids`'s result). Then the
+        step's checkpoint when it is due (:func:`checkpoint_due`; the loss kept as its extra).
+        Then, every ``log_every`` steps and at the last, ``{"step": step, **metrics}`` goes to
+        the history and to :func:`report`. Lineage before the checkpoint, so every checkpoint's
+        steps are in the file; checkpoint before the report, so a callback that stops the run
+        (a cancel) keeps this step."""
         config, step = self.config, self.step
+        if self.accelerator.is_main_process:
+            append_step(config.output_dir, step, consumed, dropped)
         if checkpoint_due(config, step):
             path = self.checkpointer.save(
                 step,
@@ -168,7 +204,9 @@ def prepare_run(
     """The optimizer and schedule of ``model`` for ``config.max_steps`` steps, the model and the
     optimizer prepared by ``accelerator``, the checkpointer, and the state of
     ``config.resume_from`` restored when it is set (weights, optimizer, schedule, random state,
-    step); the model in train mode."""
+    step); the lineage file made that of a run starting at the step reached
+    (:func:`~trainer_core.training.lineage.start_lineage`, by the main process); the model in
+    train mode."""
     optimizer, scheduler = make_optimizer_and_scheduler(model, config, config.max_steps)
     model, optimizer = accelerator.prepare(model, optimizer)
     checkpointer = Checkpointer(config.output_dir, accelerator=accelerator)
@@ -177,6 +215,9 @@ def prepare_run(
     )
     if config.resume_from:
         run.step, run.resumed = checkpointer.load(config.resume_from, model, optimizer, scheduler)
+    if accelerator.is_main_process:
+        source = find_checkpoint(config.resume_from).parent if config.resume_from else None
+        start_lineage(config.output_dir, run.step, source=source)
     model.train()
     return run
 

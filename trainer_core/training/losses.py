@@ -19,7 +19,14 @@ and the advantage ``A`` (per completion, or per token for step-level advantages)
     loss_t = −min(r A, clip(r, 1 − ε_low, 1 + ε_high) A) + β KL_t,
     KL_t   = exp(log π_ref − log π) − (log π_ref − log π) − 1        (the k3 estimator)
 
-reduced over the completion tokens (``completion_mask``) by the loss type:
+Off-policy correction (decoupled GRPO, :mod:`trainer_core.training.offpolicy`): given the
+behaviour log-probs ``log μ`` of the distribution the tokens were sampled from, each token's loss
+(the clipped term and the KL term) is multiplied by the truncated importance weight
+``w_t = min(exp(log π_old − log μ), C)``, detached (1 on tokens outside ``behaviour_mask``);
+``completion_weights`` multiply each completion's token losses (stale groups down-weighted).
+Without them the loss is TRL's, unchanged.
+
+The loss is then reduced over the completion tokens (``completion_mask``) by the loss type:
 
 =======  ==============================================================================
 grpo     mean over each completion's tokens, then mean over completions
@@ -145,6 +152,10 @@ def grpo_loss(
     epsilon_high: float = 0.2,
     max_completion_length: int | None = None,
     num_items_in_batch: torch.Tensor | float | None = None,
+    behaviour_per_token_logps: torch.Tensor | None = None,
+    importance_cap: float | None = None,
+    behaviour_mask: torch.Tensor | None = None,
+    completion_weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The GRPO loss of a batch (see the module docstring). Tensors are ``(completions, tokens)``
     (the log-prob of each completion token under the policy being trained, the policy that sampled
@@ -152,7 +163,14 @@ def grpo_loss(
     ``completion_mask`` is 1 on the tokens that carry loss. ``old_per_token_logps`` None: the
     sampling policy is the current one (one update per batch), the ratio is 1 with the gradient of
     the policy's. ``ref_per_token_logps`` is needed when ``beta > 0``. ``max_completion_length``
-    (dr_grpo) defaults to the token dimension; ``num_items_in_batch`` (dapo) to the mask's sum."""
+    (dr_grpo) defaults to the token dimension; ``num_items_in_batch`` (dapo) to the mask's sum.
+
+    Off-policy (see the module docstring): ``behaviour_per_token_logps`` (``(completions,
+    tokens)``, log μ) turns on the importance weights against π_old (``old_per_token_logps``, else
+    the policy's own log-probs detached), capped at ``importance_cap`` (C ≥ 1; None: no cap), on
+    the tokens of ``behaviour_mask`` (default ``completion_mask``; give the tokens the policy
+    sampled when others carry loss too); ``completion_weights`` ``(completions,)`` multiply each
+    completion's token losses."""
     import torch
 
     check_grpo_settings(loss_type, beta, epsilon_low, epsilon_high)
@@ -169,6 +187,18 @@ def grpo_loss(
             raise ConfigError("a KL term (beta > 0) needs the reference log-probs")
         diff = ref_per_token_logps - per_token_logps
         per_token_loss = per_token_loss + beta * (torch.exp(diff) - diff - 1)
+    if behaviour_per_token_logps is not None:
+        from trainer_core.training.offpolicy import importance_weights
+
+        weights = importance_weights(
+            old_per_token_logps,
+            behaviour_per_token_logps,
+            completion_mask if behaviour_mask is None else behaviour_mask,
+            importance_cap,
+        )
+        per_token_loss = per_token_loss * weights.to(per_token_loss.dtype)
+    if completion_weights is not None:
+        per_token_loss = per_token_loss * completion_weights.to(per_token_loss.dtype).unsqueeze(1)
     masked = per_token_loss * mask
     if loss_type == "grpo":
         return (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()

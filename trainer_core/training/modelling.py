@@ -9,10 +9,23 @@ the model with LoRA adapters (peft) when ``lora_r > 0``. :func:`token_logprobs` 
 ``log p(labels[t] | tokens < t)`` at every label position (0 where the label is ``-100``);
 :func:`sequence_logprobs` sums them per sequence (DPO, GRPO). torch, transformers, peft and
 accelerate are imported inside the functions.
+
+Precision (:func:`compute_precision`): ``dtype: fp32`` computes in fp32; ``dtype: bf16`` with full
+fine-tuning keeps fp32 weights and runs every forward pass of the prepared model under bf16
+autocast (accelerate's mixed precision, ``bf16-mixed``); with LoRA the frozen base is stored and
+computed in bf16, the adapters in fp32 (``bf16``). Log-probabilities are always taken in fp32 from
+the logits. Whatever computes with the trained model outside its prepared forward — the DPO and
+GRPO reference models, a decoupled run's samplers — computes in the same precision, so equal
+weights give equal log-probs.
+
+FSDP: accelerate 1.x shards a model only on accelerators (GPUs and the like). On the CPU an
+``accelerate launch --use_fsdp`` fails to start (FSDP 1) or silently trains with DDP (FSDP 2);
+:func:`make_accelerator` refuses both with what to do, and refuses LoRA under FSDP.
 """
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,7 +35,9 @@ from trainer_core.errors import ConfigError, EnvironmentUnavailable, PolicyError
 from trainer_core.training.config import DTYPES, TrainConfig
 
 __all__ = [
+    "FSDP_NEEDS_GPUS",
     "IGNORE_INDEX",
+    "compute_precision",
     "is_peft_model",
     "load_model_and_tokenizer",
     "load_seeded",
@@ -84,16 +99,47 @@ def weights_dtype(config: TrainConfig) -> str:
     return "bf16" if config.dtype == "bf16" and config.lora_r > 0 else "fp32"
 
 
+def compute_precision(config: TrainConfig) -> str:
+    """How the trained model computes (see the module docstring): ``fp32``; ``bf16-mixed`` (full
+    fine-tuning with ``dtype: bf16``: fp32 weights, bf16 autocast); ``bf16`` (LoRA with ``dtype:
+    bf16``: the frozen base in bf16). The local-model policy takes the same names
+    (``LocalHFPolicy(precision=...)``), so a sampler computes as the trainer does."""
+    if config.dtype != "bf16":
+        return "fp32"
+    return "bf16" if config.lora_r > 0 else "bf16-mixed"
+
+
+#: Why a launch with FSDP on the CPU is refused (:func:`make_accelerator`).
+FSDP_NEEDS_GPUS = (
+    "this run was launched with FSDP (accelerate launch --use_fsdp, or an accelerate config "
+    "with FSDP) but runs on the CPU, and accelerate {version} shards models only on GPUs (and "
+    "other accelerators): on the CPU, FSDP 1 does not start and FSDP 2 silently trains with DDP, "
+    "a whole copy of the model in every process. Launch without --use_fsdp to train with DDP on "
+    "the CPU (docs/training.md), or run on GPUs"
+)
+
+
+def _launched_with_fsdp() -> bool:
+    return os.environ.get("ACCELERATE_USE_FSDP", "false").strip().lower() in ("true", "1")
+
+
 def make_accelerator(config: TrainConfig) -> Any:
     """An ``accelerate.Accelerator`` for ``config``: the process group comes from ``accelerate
-    launch`` (one process without it); bf16 is mixed precision; the CPU when asked for."""
+    launch`` (one process without it); bf16 is mixed precision; the CPU when asked for.
+    ConfigError for FSDP on the CPU (:data:`FSDP_NEEDS_GPUS`) and for LoRA under FSDP."""
     try:
+        import accelerate
         from accelerate import Accelerator
         from accelerate.state import AcceleratorState, GradientState, PartialState
+        from accelerate.utils import DistributedType
     except ImportError as exc:
         raise EnvironmentUnavailable(f"training needs accelerate ({exc}); install it") from None
     if config.device.startswith("cuda"):
-        resolve_device(config.device)  # a clear error when there is no GPU
+        resolved = resolve_device(config.device)  # a clear error when there is no GPU
+        if resolved.index is not None and int(os.environ.get("WORLD_SIZE", "1")) == 1:
+            # one process: accelerate trains on the current GPU; make it the one asked for (a
+            # launch gives each process the GPU of its local rank)
+            require_torch().cuda.set_device(resolved.index)
     if AcceleratorState._shared_state:
         # accelerate keeps one state per process; a worker that trains again (another precision,
         # another device) starts from a clean one. A launched process group is kept.
@@ -106,7 +152,24 @@ def make_accelerator(config: TrainConfig) -> Any:
     cpu = config.device == "cpu" or (
         config.device == "auto" and not require_torch().cuda.is_available()
     )
-    return Accelerator(cpu=cpu, mixed_precision=mixed)
+    fsdp_on_cpu = FSDP_NEEDS_GPUS.format(version=accelerate.__version__)
+    try:
+        accelerator = Accelerator(cpu=cpu, mixed_precision=mixed)
+    except RuntimeError as exc:  # FSDP 1's plugin looks for a GPU
+        if cpu and _launched_with_fsdp():
+            raise ConfigError(f"{fsdp_on_cpu} (accelerate said: {exc})") from None
+        raise
+    sharded = accelerator.distributed_type == DistributedType.FSDP
+    if cpu and _launched_with_fsdp() and not sharded:
+        raise ConfigError(fsdp_on_cpu)
+    if sharded and config.lora_r > 0:
+        raise ConfigError(
+            "LoRA under FSDP is not supported: each checkpoint merges the adapters into a whole "
+            "copy of the model, which a sharded model does not have. Train LoRA with DDP "
+            "(launch without --use_fsdp; the frozen base in bf16 halves its memory), or use "
+            "lora_r: 0 under FSDP"
+        )
+    return accelerator
 
 
 def load_seeded(config: TrainConfig, accelerator: Any) -> tuple[Any, Any]:

@@ -54,6 +54,11 @@ Batches
     step's total (weighted) number of supervised tokens, counted over all its micro-batches and
     processes, so gradients are the same whatever ``grad_accum`` and the number of processes.
 
+Lineage
+    Each optimizer step's line in ``<output_dir>/lineage.jsonl`` lists the examples it trained
+    on over every process as ``"<row>#<chunk>"`` (:func:`lineage_id`; see
+    :mod:`trainer_core.training.lineage`).
+
 Processes
     ``train`` runs inside an ``accelerate.Accelerator``: the same code runs in one process or
     under ``accelerate launch`` (DDP; FSDP on GPUs), see ``docs/training.md``.
@@ -100,6 +105,7 @@ __all__ = [
     "curriculum_key",
     "data_notes",
     "example_order",
+    "lineage_id",
     "row_messages",
     "step_weight",
     "train",
@@ -455,19 +461,26 @@ def weighted_nll(logprobs: Any, batch: Mapping[str, Any]) -> Any:
 # --------------------------------------------------------------------------- training
 
 
+def lineage_id(example: Example) -> str:
+    """The example's id in the run's lineage: ``"<row>#<chunk>"`` (``"12#0"``)."""
+    return f"{example.row}#{example.chunk}"
+
+
 def _backward(
     run: Run, micro: list[list[Example]], *, share: tuple[int, int, int], normaliser: float
-) -> Any:
+) -> tuple[Any, list[list[str]]]:
     """Forward and backward passes over one optimizer step's micro-batches (this process's share
     of each; ``share`` is ``(world, rank, per_process)``). Returns this process's summed weighted
-    NLL, detached."""
+    NLL, detached, and the :func:`lineage_id` of the examples it trained on, per micro-batch."""
     import torch
 
     world, rank, per_process = share
     device, pad_id = run.accelerator.device, run.tokenizer.pad_token_id
     loss_sum = torch.zeros((), device=device)
+    trained: list[list[str]] = []
     for m, batch_examples in enumerate(micro):
         mine = process_share(batch_examples, rank, per_process)
+        trained.append([lineage_id(e) for e in mine])
         batch = to_device(collate([e.encoded for e in mine], pad_id), device)
         with run.grad_sync(last=m == len(micro) - 1):
             nll = weighted_nll(token_logprobs(run.model, batch), batch)
@@ -475,7 +488,7 @@ def _backward(
             # of the step's mean over all its supervised tokens.
             run.accelerator.backward(nll * world / normaliser)
         loss_sum += nll.detach()
-    return loss_sum
+    return loss_sum, trained
 
 
 def _report_data(
@@ -540,8 +553,11 @@ def train(
         micro = [_micro_batch(examples, order, first + m, size) for m in range(config.grad_accum)]
         normaliser = sum(e.weight_total for batch in micro for e in batch)
         tokens = sum(len(e.encoded) for batch in micro for e in batch)
-        loss_sum = _backward(run, micro, share=(world, rank, per_process), normaliser=normaliser)
+        loss_sum, trained = _backward(
+            run, micro, share=(world, rank, per_process), normaliser=normaliser
+        )
         grad_norm, learning_rate = run.update()
+        consumed = run.gather_ids(trained)
         loss_value = float(accelerator.reduce(loss_sum, reduction="sum")) / normaliser
         seconds = time.perf_counter() - started
         metrics = {
@@ -556,7 +572,7 @@ def train(
             epoch, _ = order.locate((first + config.grad_accum) * size - 1)
             metrics["curriculum_ratio"] = order.ratio(epoch)
         message = f"step {run.step}/{config.max_steps} loss {loss_value:.4f}"
-        run.end_step(loss=loss_value, metrics=metrics, message=message)
+        run.end_step(loss=loss_value, metrics=metrics, message=message, consumed=consumed)
 
     return run.result(loss_value)
 

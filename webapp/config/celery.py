@@ -23,6 +23,7 @@ WORKER_MODULES = [
     "workers.datasets",
     "workers.evaluation",
     "workers.calibration",
+    "workers.rl",
 ]
 
 app = Celery("steplab", include=WORKER_MODULES)

@@ -51,6 +51,9 @@ class Tasks:
     EVALUATE = "jobs.evaluate"
     PIPELINE = "jobs.pipeline"
     CALIBRATE_SIMULATED = "jobs.calibrate_simulated"
+    RL = "jobs.rl"
+    RL_SAMPLER = "rollouts.rl_sampler"
+    RL_TRAINER = "gpu.rl_trainer"
 
 
 class Kinds:
@@ -68,3 +71,6 @@ class Kinds:
     EVALUATE = "evaluation.run"
     PIPELINE = "evaluation.pipeline"
     CALIBRATE_SIMULATED = "calibration.simulate"
+    RL = "training.rl"
+    RL_SAMPLER = "training.rl_sampler"
+    RL_TRAINER = "training.rl_trainer"

@@ -1,5 +1,7 @@
-"""The training app's job kinds: training a policy (``training.train``, on the ``gpu`` queue)
-and building a tiny starter model (``training.create_tiny_model``, on the ``default`` queue).
+"""The training app's job kinds: training a policy (``training.train``, on the ``gpu`` queue),
+building a tiny starter model (``training.create_tiny_model``, on the ``default`` queue), and a
+decoupled RL run's parent, samplers and trainer (``training.rl``, ``training.rl_sampler`` on the
+``rollouts`` queue, ``training.rl_trainer`` on ``gpu``; their runners are in ``rl_jobs.py``).
 
 The job trains with the run's stored config (exactly what was previewed), reporting every
 step's metrics; resumable from the newest complete checkpoint after a crash. At the end each
@@ -18,7 +20,7 @@ from webapp.common.errors import ApplicationError
 from webapp.jobs import kinds
 from webapp.jobs.context import JobContext
 from webapp.jobs.names import Kinds, Queue, Tasks
-from webapp.training import selectors, services
+from webapp.training import rl_services, selectors, services
 
 
 def register() -> None:
@@ -42,6 +44,47 @@ def register() -> None:
             resumable=True,
             detail_template="training/partials/tiny_model_job_detail.html",
             description="A tokenizer trained here and a random-weight tiny Llama, to train from.",
+        )
+    )
+    _register_rl()
+
+
+def _register_rl() -> None:
+    """A decoupled RL run's kinds (runners in ``rl_jobs.py``)."""
+    kinds.register_kind(
+        kinds.JobKind(
+            name=Kinds.RL,
+            detail_template="training/partials/rl_job_detail.html",
+            label="Decoupled RL run",
+            task_name=Tasks.RL,
+            queue=Queue.DEFAULT,
+            resumable=True,
+            description="Starts a run's samplers and trainer, waits for them, summarises the run.",
+        )
+    )
+    kinds.register_kind(
+        kinds.JobKind(
+            name=Kinds.RL_SAMPLER,
+            detail_template="training/partials/rl_job_detail.html",
+            label="RL sampler",
+            task_name=Tasks.RL_SAMPLER,
+            queue=Queue.ROLLOUTS,
+            resumable=True,
+            description="Plays groups with the newest policy version and stores them for the "
+            "trainer, until the run stops.",
+        )
+    )
+    kinds.register_kind(
+        kinds.JobKind(
+            name=Kinds.RL_TRAINER,
+            detail_template="training/partials/rl_job_detail.html",
+            label="RL trainer",
+            task_name=Tasks.RL_TRAINER,
+            queue=Queue.GPU,
+            resumable=True,
+            description="Trains on the samplers' groups as they arrive (staleness bound, "
+            "importance weights) and publishes policy versions.",
+            on_end=rl_services.trainer_ended,
         )
     )
 

@@ -53,3 +53,117 @@ class Checkpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run} step {self.step}"
+
+
+class RLRun(CreatedModel):
+    """A decoupled GRPO run: sampler jobs stream groups into SampleGroup rows, a trainer job
+    consumes them in arrival order and publishes PolicyVersion rows (issue 19).
+
+    The run's TrainingRun (method grpo) holds the trainer's DecoupledConfig in ``config``; this
+    row holds what the samplers and the page need."""
+
+    training_run = models.OneToOneField(TrainingRun, on_delete=models.CASCADE, related_name="rl")
+    # The parent job (training.rl); the trainer child is ``training_run.job`` (its metrics are
+    # the run's curve), the samplers are the parent's other children.
+    job = models.OneToOneField(
+        "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="rl_run"
+    )
+    task_set = models.ForeignKey("tasks.TaskSet", on_delete=models.PROTECT, related_name="+")
+    # The Task ids the samplers draw from, frozen at launch (a task set edited later does not
+    # change which task a group index plays).
+    task_ids = models.JSONField(default=list)
+    environment = models.CharField(max_length=120)
+    samplers = models.PositiveIntegerField(default=2)  # sampler jobs asked for at launch
+    # None: samplers load each version from disk (a local model); else an inference-server
+    # policy that is synced to each version.
+    sampler_policy = models.ForeignKey(
+        "rollouts.Policy", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    # Scores each finished episode (step totals feed the process/mixed estimators); None: the
+    # environment's own reward only.
+    reward_model = models.ForeignKey(
+        "rewards.RewardModel", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    seed = models.BigIntegerField(default=0)
+    # Groups ready and not yet taken above which samplers wait (0: four times batch_size).
+    max_queue = models.PositiveIntegerField(default=0)
+    next_index = models.PositiveIntegerField(default=0)  # the next group's index (F() claimed)
+    stopping = models.BooleanField(default=False)  # samplers end when set
+    stop_reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"rl run {self.pk}"
+
+
+class PolicyVersion(models.Model):
+    """A published policy weights snapshot of an RL run: 0 is the start model, then 1, 2, ...
+    with no gap; ``path`` is the checkpoint directory samplers load."""
+
+    run = models.ForeignKey(RLRun, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    path = models.CharField(max_length=500)
+    step = models.PositiveIntegerField(default=0)  # optimizer updates done when published
+    published_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "version"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "version"], name="policyversion_run_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} v{self.version}"
+
+
+class SampleGroup(models.Model):
+    """One group (G episodes of one task, all sampled by one version) of an RL run.
+
+    sampling (a sampler claimed the index) -> ready (stored; arrival order = ready_at, id) ->
+    taken (the trainer claimed it) -> consumed (trained at ``step``) or dropped (too stale)."""
+
+    class Status(models.TextChoices):
+        SAMPLING = "sampling", "Sampling"
+        READY = "ready", "Ready"
+        TAKEN = "taken", "Taken"
+        CONSUMED = "consumed", "Consumed"
+        DROPPED = "dropped", "Dropped"
+
+    run = models.ForeignKey(RLRun, on_delete=models.CASCADE, related_name="groups")
+    index = models.PositiveIntegerField()  # the run's group counter value
+    task = models.ForeignKey(
+        "tasks.Task", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    seed = models.BigIntegerField(default=0)
+    version = models.PositiveIntegerField()  # the policy version that sampled every episode
+    sampler_job = models.ForeignKey(
+        "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.SAMPLING, db_index=True
+    )
+    # trainer_core Group.to_dict() plus "trajectory_ids" (the stored episodes, in order)
+    payload = models.JSONField(default=dict, blank=True)
+    episodes = models.PositiveIntegerField(default=0)
+    reward_mean = models.FloatField(null=True, blank=True)
+    success_rate = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    step = models.PositiveIntegerField(null=True, blank=True)  # trained or dropped at
+    staleness = models.PositiveIntegerField(null=True, blank=True)  # at consumption or drop
+    weight = models.FloatField(null=True, blank=True)  # the group weight it was trained with
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="samplegroup_run_index")
+        ]
+        indexes = [
+            models.Index(fields=["run", "status", "ready_at", "id"], name="samplegroup_arrival"),
+            models.Index(fields=["run", "step"], name="samplegroup_run_step"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} group {self.index}"

@@ -9,7 +9,7 @@ from trainer_core.training.methods import METHODS
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
 from webapp.common.htmx import follow_job
-from webapp.training import selectors, services
+from webapp.training import rl_pages, rl_services, selectors, services
 
 
 def _ctx(**extra):
@@ -18,7 +18,7 @@ def _ctx(**extra):
 
 @requires(Need.READ)
 def run_list(request):
-    return render(request, "training/list.html", _ctx(runs=selectors.run_list()))
+    return render(request, "training/list.html", _ctx(runs=rl_pages.training_runs()))
 
 
 def _form_state(request):
@@ -151,3 +151,103 @@ def lineage(request, policy: int):
     """policy → checkpoint → training run → dataset → reward-model version and labels →
     trajectories."""
     return render(request, "training/lineage.html", _ctx(**selectors.lineage(policy_id=policy)))
+
+
+# --- decoupled RL runs (issue 19) ------------------------------------------------------------------
+
+
+def _rl_form_state(request):
+    data = request.POST if request.method == "POST" else request.GET
+    choices = rl_pages.form_choices(data=data)
+    values = rl_pages.form_values(data=data)
+    return data, choices, values
+
+
+@requires(Need.OPERATE)
+def rl_new(request):
+    """The launch form of a decoupled RL run: base model, task set, environment, samplers (the
+    run's own model or an inference server), reward model, the decoupled trainer's options with
+    their help (the synchronous baseline among them), and the exact configuration as YAML."""
+    data, choices, values = _rl_form_state(request)
+    error = None
+    if request.method == "POST" and data.get("launch"):
+        try:
+            run = rl_services.rl_run_create(
+                **rl_pages.launch_inputs(choices=choices), values=values, user=request.user
+            )
+        except ApplicationError as exc:
+            error = exc.message
+        else:
+            messages.success(request, f"RL run {run.pk} launched.")
+            return redirect("training:rl_detail", pk=run.pk)
+    return render(
+        request,
+        "training/rl_new.html",
+        _ctx(
+            **choices,
+            fields=rl_pages.form_fields(values=values),
+            error=error,
+            yaml=rl_pages.preview(values=values, choices=choices),
+        ),
+    )
+
+
+@requires(Need.OPERATE)
+def rl_preview(request):
+    """The RL form's YAML preview, refreshed by htmx as the form changes."""
+    _, choices, values = _rl_form_state(request)
+    return HttpResponse(
+        rl_pages.preview(values=values, choices=choices), content_type="text/plain; charset=utf-8"
+    )
+
+
+@requires(Need.READ)
+def rl_detail(request, pk: int):
+    """The run's page: samplers, queue, versions, staleness, the reward curve (each step linked
+    to its groups), add a sampler, cancel; its live part follows the run (htmx) until it ends."""
+    run = rl_pages.rl_run_page_get(id=pk)
+    context = _ctx(**rl_pages.run_page(run=run))
+    if request.htmx and request.htmx.target == "rl-live":
+        return follow_job(render(request, "training/rl_detail.html#live", context), job=run.job)
+    return render(request, "training/rl_detail.html", context)
+
+
+@requires(Need.READ)
+def rl_step(request, pk: int, step: int):
+    """The groups one step of the run trained on and dropped, with each episode's trajectory: a
+    fragment under the curve (htmx), or a page."""
+    run = rl_pages.rl_run_page_get(id=pk)
+    context = _ctx(**rl_pages.step_page(run=run, step=step))
+    if request.htmx:
+        return render(request, "training/partials/rl_step_groups.html", context)
+    return render(request, "training/rl_step.html", context)
+
+
+@requires(Need.OPERATE)
+@require_POST
+def rl_add_sampler(request, pk: int):
+    run = rl_pages.rl_run_page_get(id=pk)
+    try:
+        job = rl_services.rl_run_add_sampler(run=run, user=request.user)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Sampler job {job.pk} added; it starts on a rollouts worker.")
+    return redirect("training:rl_detail", pk=run.pk)
+
+
+@requires(Need.OPERATE)
+@require_POST
+def rl_cancel(request, pk: int):
+    """Cancel the run: its samplers and trainer stop; its groups and versions stay."""
+    run = rl_pages.rl_run_page_get(id=pk)
+    if run.job is None or run.job.is_terminal:
+        messages.error(request, f"RL run {run.pk} has already ended: there is nothing to cancel.")
+        return redirect("training:rl_detail", pk=run.pk)
+    try:
+        rl_services.rl_run_cancel(run=run, user=request.user)
+    except ApplicationError as exc:  # it ended meanwhile
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"RL run {run.pk} is cancelled: its samplers and trainer stop.")
+    return redirect("training:rl_detail", pk=run.pk)

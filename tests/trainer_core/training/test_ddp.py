@@ -1,6 +1,6 @@
 """Multi-process SFT: ``accelerate launch --multi_gpu --num_processes 2`` on a machine without a GPU
-(two processes joined by gloo DDP on the CPU) runs two SFT steps whose losses and weights match
-the single-process run of the same config.
+(two processes joined by gloo DDP on the CPU) runs two SFT steps whose losses, weights and
+lineage (both processes' examples) match the single-process run of the same config.
 
 ``accelerate launch --cpu --num_processes 2`` would start ONE process: accelerate 1.x starts several
 CPU processes only through mpirun (``--mpirun_hostfile``; accelerate issue #2741). ``--multi_gpu``
@@ -26,6 +26,7 @@ from trainer_core.policies import chat_format as cf  # noqa: E402
 from trainer_core.training import tiny  # noqa: E402
 from trainer_core.training.checkpoint import find_checkpoint  # noqa: E402
 from trainer_core.training.config import config_to_yaml  # noqa: E402
+from trainer_core.training.lineage import read_lineage  # noqa: E402
 from trainer_core.training.sft import SFTConfig, train  # noqa: E402
 
 torch.set_num_threads(1)
@@ -50,6 +51,7 @@ def test_two_processes_under_accelerate_launch_match_one(tmp_path):
         dataset=str(data),
         max_steps=2,
         batch_size=4,
+        grad_accum=2,  # micro-batches without gradient sync (no_sync), then with
         learning_rate=1e-2,
         device="cpu",
         seed=3,
@@ -103,3 +105,8 @@ def test_two_processes_under_accelerate_launch_match_one(tmp_path):
     state = json.loads((find_checkpoint(tmp_path / "two") / "trainer_state.json").read_text())
     assert state["world_size"] == 2
     assert (find_checkpoint(tmp_path / "two") / "rng_state_1.pt").is_file()
+    # the lineage lists both processes' examples (2 of each micro-batch's 4), in the one-process order
+    lineage = read_lineage(tmp_path / "two")
+    assert lineage == read_lineage(tmp_path / "one")
+    assert [e["step"] for e in lineage] == [1, 2]
+    assert all(len(e["consumed"]) == 8 for e in lineage)

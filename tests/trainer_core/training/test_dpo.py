@@ -17,6 +17,8 @@ from trainer_core.policies import chat_format as cf  # noqa: E402
 from trainer_core.policies.base import Turn  # noqa: E402
 from trainer_core.tasks.suites.arithmetic import arithmetic_tasks  # noqa: E402
 from trainer_core.training import dpo  # noqa: E402
+from trainer_core.training.data import batch_indices  # noqa: E402
+from trainer_core.training.lineage import read_lineage  # noqa: E402
 from trainer_core.training.modelling import IGNORE_INDEX, load_model_and_tokenizer  # noqa: E402
 from trainer_core.training.tiny import build_tiny_model  # noqa: E402
 
@@ -176,6 +178,8 @@ def test_precomputed_reference_equals_the_frozen_model_and_is_cached(model_dir, 
 
 
 def test_resume_gives_the_same_next_losses(model_dir, dataset, tmp_path):
+    """A run resumed from step 2 computes the same losses as one that never stopped, and its
+    lineage lists each step's pairs (their dataset rows) once, as that run's does."""
     whole = dpo.train(config(model_dir, dataset, tmp_path / "whole", max_steps=4))
     dpo.train(config(model_dir, dataset, tmp_path / "part", max_steps=4, save_every=2))
     resumed = dpo.train(
@@ -190,6 +194,23 @@ def test_resume_gives_the_same_next_losses(model_dir, dataset, tmp_path):
     assert resumed.steps == 4
     tail = [h["loss"] for h in whole.metrics_history[2:]]
     assert [h["loss"] for h in resumed.metrics_history] == pytest.approx(tail, abs=1e-5)
+
+    # a first row without a rejected continuation is dropped: lineage names rows, not positions
+    rows = [json.loads(line) for line in open(dataset, encoding="utf-8")]
+    rows[0]["rejected"] = [{"role": "user", "content": "no assistant turn"}]
+    gappy = tmp_path / "gappy.jsonl"
+    gappy.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    dpo.train(config(model_dir, str(gappy), tmp_path / "gappy", max_steps=2, grad_accum=2))
+    expected = [
+        [1 + i for m in (0, 1) for i in batch_indices(7, 4, 2 * step + m, 0)] for step in (0, 1)
+    ]
+    assert read_lineage(tmp_path / "gappy") == [
+        {"step": 1, "consumed": expected[0], "dropped": []},
+        {"step": 2, "consumed": expected[1], "dropped": []},
+    ]
+    lineage = read_lineage(tmp_path / "whole")
+    assert [e["consumed"] for e in lineage] == [batch_indices(8, 4, s, 0) for s in range(4)]
+    assert read_lineage(tmp_path / "resumed") == read_lineage(tmp_path / "part") == lineage
 
 
 def test_config_and_data_errors(model_dir, dataset, tmp_path):

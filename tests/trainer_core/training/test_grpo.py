@@ -16,7 +16,8 @@ from trainer_core.policies import chat_format as cf  # noqa: E402
 from trainer_core.policies.base import Turn  # noqa: E402
 from trainer_core.tasks.suites.arithmetic import arithmetic_tasks  # noqa: E402
 from trainer_core.training import grpo, sft  # noqa: E402
-from trainer_core.training.data import collate  # noqa: E402
+from trainer_core.training.data import batch_indices, collate  # noqa: E402
+from trainer_core.training.lineage import read_lineage  # noqa: E402
 from trainer_core.training.modelling import (  # noqa: E402
     IGNORE_INDEX,
     load_model_and_tokenizer,
@@ -231,6 +232,45 @@ def test_offline_grpo_prefers_the_rewarded_trajectories(start_model, workdir, lo
     assert margin(result.checkpoint_dir) > margin(start_model) + 0.5
 
 
+class Stop(Exception):
+    pass
+
+
+def test_offline_lineage_lists_each_steps_group_rows_once_across_a_resume(workdir):
+    """Each step's line lists the dataset rows of its groups (grad_accum micro-batches of the
+    seeded order over the groups kept; a row without 2 completions is dropped, so rows are not
+    positions); a run stopped after step 3 (checkpoint at 2) and resumed in its output_dir ends
+    with the same lines as one that never stopped."""
+    model = str(build_tiny_model(workdir / "lineage-model", hidden_size=32, num_layers=1))
+    rows = [group_row(t, detour=False) for t in TASKS]
+    single = {**rows[1], "completions": rows[1]["completions"][:1], "rewards": [1.0]}
+    del single["step_rewards"]
+    rows.insert(1, single)  # row 1: one completion, dropped
+    dataset = write_jsonl(workdir / "lineage-groups.jsonl", rows)
+    run = dict(env_id="", dataset=dataset, batch_size=2, grad_accum=2, max_steps=4, save_every=2)
+    grpo.train(online_config(model, workdir / "lineage-whole", **run))
+
+    def stop_at_3(event):
+        if event.step == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        grpo.train(online_config(model, workdir / "lineage-run", **run), on_progress=stop_at_3)
+    assert [e["step"] for e in read_lineage(workdir / "lineage-run")] == [1, 2, 3]
+    again = online_config(model, workdir / "lineage-run", **run)
+    grpo.train(dataclasses.replace(again, resume_from=str(workdir / "lineage-run")))
+
+    kept = [0, 2, 3, 4]
+    expected = [
+        [kept[i] for m in (0, 1) for i in batch_indices(4, 2, 2 * step + m, 1)] for step in range(4)
+    ]
+    lineage = read_lineage(workdir / "lineage-run")
+    assert lineage == read_lineage(workdir / "lineage-whole")
+    assert lineage == [
+        {"step": s + 1, "consumed": ids, "dropped": []} for s, ids in enumerate(expected)
+    ]
+
+
 def test_offline_rows_are_checked(start_model, workdir):
     bad = write_jsonl(workdir / "bad.jsonl", [{"prompt": [], "completions": [], "rewards": [1]}])
     cfg = online_config(start_model, workdir / "bad", env_id="", dataset=bad)
@@ -296,6 +336,31 @@ def test_online_resume_gives_the_same_next_step(start_model, workdir):
     assert got["step"] == 2
     assert got["reward"] == expected["reward"]
     assert got["loss"] == pytest.approx(expected["loss"], abs=1e-6)
+
+    # lineage: each step's tasks with the seed their group was sampled with, once per step
+    lineage = read_lineage(workdir / "whole")
+    assert read_lineage(workdir / "resumed") == read_lineage(workdir / "part") == lineage
+    seeds = [1 * 1_000_003 + step * 7919 for step in (0, 1)]  # run seed, micro-batch, rank 0
+    assert lineage == [
+        {
+            "step": step + 1,
+            "consumed": [f"{TASKS[i].id}@{seeds[step]}" for i in batch_indices(4, 2, step, 1)],
+            "dropped": [],
+        }
+        for step in (0, 1)
+    ]
+    # replaying step 1 from its line (its tasks, their seed; the start model) samples the
+    # completions step 1 trained on: the same tokens and mean reward
+    by_id = {t.id: t for t in TASKS}
+    parsed = [i.rsplit("@", 1) for i in lineage[0]["consumed"]]
+    (seed,) = {int(s) for _, s in parsed}
+    model, tokenizer = load_model_and_tokenizer(start_model, device="cpu")
+    sample = online_config(start_model, workdir, **small)
+    groups = grpo.rollout_groups(model, tokenizer, [by_id[t] for t, _ in parsed], sample, seed=seed)
+    replayed = [c for g in groups for c in g.completions]
+    assert sum(len(c.encoded) for c in replayed) == whole.metrics_history[0]["tokens"]
+    mean = sum(c.reward for c in replayed) / len(replayed)
+    assert mean == pytest.approx(whole.metrics_history[0]["reward"])
 
 
 def test_logprobs_skip_the_prompt_logits_and_equal_the_full_computation(start_model):

@@ -20,6 +20,7 @@ from trainer_core.training import sft, tiny  # noqa: E402
 from trainer_core.training.checkpoint import find_checkpoint  # noqa: E402
 from trainer_core.training.config import config_from_dict  # noqa: E402
 from trainer_core.training.data import collate  # noqa: E402
+from trainer_core.training.lineage import read_lineage  # noqa: E402
 from trainer_core.training.modelling import (  # noqa: E402
     IGNORE_INDEX,
     load_model_and_tokenizer,
@@ -359,6 +360,44 @@ def test_a_curriculum_with_chunks_resumes_exactly_on_its_schedule(model_dir, dat
         assert m["tokens"] == sum(len(items[order.at(p)].encoded) for p in positions)
         assert m["curriculum_ratio"] == order.ratio(order.locate(positions[-1])[0])
     assert [m["curriculum_ratio"] for m in full.metrics_history] == [0.5] * 3 + [0.75] * 2
+    # the lineage: each step's examples as "row#chunk", once per step, the same after the resume
+    lineage = read_lineage(tmp_path / "full")
+    assert [entry["step"] for entry in lineage] == [1, 2, 3, 4, 5]
+    for entry in lineage:
+        positions = range(2 * (entry["step"] - 1), 2 * entry["step"])
+        picked = [items[order.at(p)] for p in positions]
+        assert entry["consumed"] == [f"{e.row}#{e.chunk}" for e in picked]
+        assert entry["dropped"] == []
+    assert read_lineage(tmp_path / "resumed") == lineage
+
+
+def test_a_run_resumed_in_its_own_output_dir_lists_each_step_once(model_dir, dataset, tmp_path):
+    """Stopped after step 3 (its last checkpoint: step 2) and resumed in the same output_dir,
+    a run's lineage keeps steps 1-2, drops the step 3 no checkpoint holds, and ends with one line
+    per step, each the step's chunks as "row#chunk" (grad_accum micro-batches of the seeded
+    order), as a run that never stopped."""
+    rows = [json.loads(line) for line in dataset.read_text().splitlines()]
+    _, tokenizer = load_model_and_tokenizer(model_dir, device="cpu")
+    budget = sorted(e.length for e in examples(tokenizer, rows))[0]  # every row but one chunked
+    run = dict(max_steps=5, save_every=2, grad_accum=2, chunk_max_tokens=budget)
+    train(config(model_dir, dataset, tmp_path / "full", **run))
+    with pytest.raises(Stop):
+        train(config(model_dir, dataset, tmp_path / "run", **run), on_progress=stop_at(3))
+    assert [entry["step"] for entry in read_lineage(tmp_path / "run")] == [1, 2, 3]
+    train(config(model_dir, dataset, tmp_path / "run", resume_from=str(tmp_path / "run"), **run))
+
+    lineage = read_lineage(tmp_path / "run")
+    assert lineage == read_lineage(tmp_path / "full")
+    cfg = config(model_dir, dataset, tmp_path / "x", **run)
+    items = build_examples(rows, tokenizer, cfg)[0]
+    order = example_order(items, cfg)
+    expected = [
+        [f"{items[order.at(p)].row}#{items[order.at(p)].chunk}" for p in range(4 * s, 4 * s + 4)]
+        for s in range(5)
+    ]
+    assert [entry["step"] for entry in lineage] == [1, 2, 3, 4, 5]
+    assert [entry["consumed"] for entry in lineage] == expected
+    assert any(not i.endswith("#0") for ids in expected for i in ids)  # chunks are told apart
 
 
 def test_examples_cut_to_max_length_are_logged_once_and_counted(model_dir, dataset, tmp_path):
@@ -456,6 +495,7 @@ def test_bad_configs_are_refused_before_training(model_dir, dataset, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # ~70 s alone; a loaded 2-core machine takes several times that
 def test_sft_teaches_a_tiny_model_held_out_tool_arithmetic(tmp_path):
     """Reference episodes of the train split → SFT of a ~1.1M-parameter model built here →
     greedy decoding on the held-out split (other seeds, operands 50-99 where training saw 2-49)
