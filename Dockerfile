@@ -17,9 +17,10 @@ ENV PYTHONUNBUFFERED=1 \
     STEPLAB_VAR_DIR=/var/lib/steplab \
     STATIC_ROOT=/app/staticfiles
 
-# bubblewrap: sandboxed tool execution; git: repository-backed environments; libpq5: PostgreSQL.
+# bubblewrap: sandboxed tool execution; git: repository-backed environments; libpq5: PostgreSQL;
+# chromium: the steplab/browser environment (Playwright drives Debian's chromium).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends bubblewrap git libpq5 \
+    && apt-get install -y --no-install-recommends bubblewrap git libpq5 chromium \
     && rm -rf /var/lib/apt/lists/*
 
 RUN groupadd --system steplab \

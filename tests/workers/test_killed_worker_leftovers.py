@@ -93,6 +93,7 @@ def test_a_training_run_resumed_after_a_kill_records_each_step_once(
     from trainer_core.policies import chat_format as cf
     from trainer_core.training import tiny
     from trainer_core.training.checkpoint import list_checkpoints
+    from trainer_core.training.lineage import read_lineage
     from trainer_core.training.sft import SFTConfig
     from webapp.training.models import TrainingRun
 
@@ -137,3 +138,7 @@ def test_a_training_run_resumed_after_a_kill_records_each_step_once(
     points = list(JobMetricPoint.objects.filter(job=ended).values_list("step", flat=True))
     assert sorted(points) == sorted(set(points)), "a step recorded twice"
     assert [s for s in sorted(points) if s > 0] == list(range(1, steps + 1))
+    # the lineage file, too: each step once (the killed attempt's steps after its checkpoint gone)
+    lineage = read_lineage(config.output_dir)
+    assert [entry["step"] for entry in lineage] == list(range(1, steps + 1))
+    assert all(len(entry["consumed"]) == 2 for entry in lineage)

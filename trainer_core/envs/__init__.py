@@ -62,6 +62,23 @@ def _register_builtins() -> None:
         "submit; near-duplicate names make the first fetch decisive.",
     )
     register(
+        "steplab/customer-service",
+        "trainer_core.envs.customer_service:CustomerServiceEnv",
+        domain="customer-service",
+        max_steps=40,
+        description="Serve a simulated customer (tau-bench style): ask them, read and change a "
+        "database of orders, accounts and reservations; the final state decides.",
+    )
+    register(
+        "steplab/browser",
+        "trainer_core.envs.browser:BrowserEnv",
+        domain="browser",
+        max_steps=30,
+        description="A web shop served on loopback, driven through headless Chromium: the page "
+        "as an element list with ids; click, type, select, scroll, go back, read, submit. "
+        "Only the episode's own site is reachable.",
+    )
+    register(
         "steplab/mcp",
         "trainer_core.envs.mcp:McpEnv",
         description="The tools of an MCP server (server=[command...] or url=...), plus finish.",
@@ -69,7 +86,8 @@ def _register_builtins() -> None:
     register(
         "steplab/agentgym",
         "trainer_core.envs.agentgym:AgentGymEnv",
-        description="An AgentGym environment server over HTTP (base_url=...); one text tool, act.",
+        description="An AgentGym environment server over HTTP (base_url=..., env_name=textcraft, "
+        "webshop, alfworld, ...); one text tool, act.",
     )
 
 

@@ -56,8 +56,9 @@ class CodingEnv(ProfileEnv):
                 "repo": repo,
                 "setup": task.setup,
             }
-            if self.image:
-                kwargs["image"] = self.image
+            image = self.image or (task.metadata.get("harbor") or {}).get("image")
+            if image:
+                kwargs["image"] = image
             return DockerSandbox(self.limits, **kwargs)
         from trainer_core.sandboxes.local import LocalSandbox
 
@@ -139,7 +140,11 @@ class CodingEnv(ProfileEnv):
         task = self.task or Task(prompt="")
         assert self.sandbox is not None
         run_result = None
-        if task.test_command:
+        if task.checker == "harbor":
+            from trainer_core.tasks.harbor import run_verifier
+
+            run_result = run_verifier(self.sandbox, task)
+        elif task.test_command:
             for path, content in (task.metadata.get("hidden_files") or {}).items():
                 self.sandbox.write_file(path, content)
             result = self.sandbox.exec(task.test_command, timeout=self.test_timeout)

@@ -271,17 +271,29 @@ T = {
         "click",
         "execute",
         "Click an element.",
-        _obj(element_id=("string", "the element")),
+        _obj(element_id=("string", "the element: its id in the observation, e.g. 12")),
         "element_id",
         ["Click"],
     ),
     "type_text": _t(
         "type_text",
         "write",
-        "Type text into an element.",
-        _obj(element_id=("string", "the element"), text=("string", "what to type")),
+        "Type text into an element (replacing what it holds).",
+        _obj(
+            element_id=("string", "the element"),
+            text=("string", "what to type"),
+            press_enter_=("boolean", "press Enter afterwards (submits a search box's form)"),
+        ),
         "element_id",
         ["type", "fill"],
+    ),
+    "go_back": _t(
+        "go_back",
+        "navigate",
+        "Go back to the previous page.",
+        None,
+        None,
+        ["back", "goBack", "navigate_back"],
     ),
     "scroll": _t(
         "scroll",
@@ -298,9 +310,9 @@ T = {
         "extract_text",
         "read",
         "Extract the text of an element or the page.",
-        _obj(element_id_=("string", "the element")),
+        _obj(element_id_=("string", "the element; the whole page without it")),
         "element_id",
-        ["get_text"],
+        ["get_text", "read"],
     ),
     "select": _t(
         "select",
@@ -486,9 +498,12 @@ BUILTIN_PROFILE_DATA: dict[str, dict[str, Any]] = {
             "partial_credit_field": "partial_credit",
         },
     ),
+    # steplab/browser offers navigate, click, type_text, select, scroll, go_back, extract_text
+    # and submit; element_id is an id of the observation ([12]) or a role and name (link 'Cart')
     "browser": _profile(
         "browser",
-        "Operate a web page.",
+        "Operate a web page: the observation lists its elements with ids ([12] link 'Cart'); "
+        "navigate, click, type, select, scroll, go back and read, then submit.",
         [
             "navigate",
             "click",
@@ -498,6 +513,7 @@ BUILTIN_PROFILE_DATA: dict[str, dict[str, Any]] = {
             "extract_text",
             "select",
             "wait",
+            "go_back",
             "submit",
         ],
         CODING_WEIGHTS,
@@ -629,6 +645,11 @@ BUILTIN_PROFILE_DATA["lookup"] = {
     "task_fields": ["prompt", "expected_answer", "checker", "metadata"],
     "rubric_weights": LOOKUP_WEIGHTS,
 }
+
+# --- customer service (steplab/customer-service): tau-bench style, in its own module ----------
+from trainer_core.envs.service_profile import SERVICE_PROFILE_DATA  # noqa: E402
+
+BUILTIN_PROFILE_DATA["customer-service"] = SERVICE_PROFILE_DATA
 
 _BUILTIN_CACHE: dict[str, DomainProfile] = {}
 

@@ -217,7 +217,9 @@ def trajectory_to_messages(
     its tool call and a ``tool`` message with the observation (``call_<i>``, ``i`` counting the
     tool steps). The system message steps before everything else are the system message, unless
     ``system`` is given (it replaces them); the task's prompt opens the dialogue only when no
-    user message comes first."""
+    user message comes first. An assistant message a rollout's policy sent with a tool (a
+    ``respond`` to a simulated user, ``metadata["tool"]``) is rendered as that tool call, and
+    the user's reply as its result, as the policy saw them (:func:`_dialogue_items`)."""
     steps = sorted(trajectory.steps, key=lambda s: s.index)
     if not any(s.kind == "message" for s in steps):
         return to_messages(
@@ -236,14 +238,40 @@ def trajectory_to_messages(
     rest = steps[lead:]
     if not (rest and rest[0].kind == "message" and rest[0].role == "user"):
         messages.append({"role": "user", "content": trajectory.task.prompt})
-    tool_turns = [step_to_turn(s) for s in rest if s.kind != "message"]
-    tool_messages = iter(_pairs(to_messages(prompt="", history=tool_turns)[1:]))
-    for step in rest:
-        if step.kind == "message":
-            messages.append({"role": step.role, "content": _message_content(step)})
-        else:
-            messages += next(tool_messages)
+    items = _dialogue_items(rest)
+    turns = [item for item in items if not isinstance(item, dict)]
+    tool_messages = iter(_pairs(to_messages(prompt="", history=turns)[1:]))
+    for item in items:
+        messages += [item] if isinstance(item, dict) else next(tool_messages)
     return messages
+
+
+def _dialogue_items(steps: Sequence[Step]) -> list[Any]:
+    """The steps after the opening as messages (dicts) and turns (:class:`~.base.Turn`), in
+    order. A tool step is a turn; so is an assistant message the policy sent with a tool (a
+    ``respond`` to a simulated user: ``metadata["tool"]`` and ``metadata["params"]``, as the
+    episode runner records it) together with the user message answering it — so that a rollout
+    renders exactly as its policy was prompted. Any other message step is a message."""
+    from trainer_core.policies.base import Turn
+
+    items: list[Any] = []
+    position = 0
+    while position < len(steps):
+        step = steps[position]
+        tool = step.metadata.get("tool") if step.kind == "message" else None
+        params = step.metadata.get("params")
+        if step.kind != "message":
+            items.append(step_to_turn(step))
+        elif step.role == "assistant" and isinstance(tool, str) and isinstance(params, dict):
+            reply = steps[position + 1] if position + 1 < len(steps) else None
+            answered = reply is not None and reply.kind == "message" and reply.role == "user"
+            action = {"tool": tool, "params": dict(params), "thought": step.thought}
+            items.append(Turn(action=action, observation=reply.text if answered else ""))
+            position += 1 if answered else 0
+        else:
+            items.append({"role": step.role, "content": _message_content(step)})
+        position += 1
+    return items
 
 
 def _message_content(step: Step) -> str:

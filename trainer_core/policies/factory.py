@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from trainer_core.errors import ConfigError
+from trainer_core.policies._server_protocols import SAMPLER_PARAMETERS, check_engine_name
 from trainer_core.policies.base import PROMPT_FORMATS
 from trainer_core.policies.secrets import check_env_name, check_no_secret
 
-KINDS: tuple[str, ...] = ("scripted", "anthropic", "openai", "local")
+KINDS: tuple[str, ...] = ("scripted", "anthropic", "openai", "local", "inference_server")
 
 #: the parameters each kind accepts (beyond model and prompt format)
 PARAMETERS: dict[str, tuple[str, ...]] = {
@@ -50,6 +51,9 @@ PARAMETERS: dict[str, tuple[str, ...]] = {
         "system",
         "list_tools",
     ),
+    # a vLLM or SGLang server Steplab also updates with each policy version (decoupled RL):
+    # see trainer_core.policies.inference_server; model is the served base model's name
+    "inference_server": SAMPLER_PARAMETERS,
 }
 
 
@@ -80,11 +84,21 @@ def check_parameters(kind: str, model: str, prompt_format: str, parameters: dict
         raise ConfigError("an OpenAI-compatible policy needs base_url (e.g. http://host:8000/v1)")
     if kind == "local" and not (parameters.get("model_dir") or model):
         raise ConfigError("a local policy needs model_dir: the directory of the model")
+    if kind == "inference_server":
+        _check_inference_server(parameters)
     if kind == "scripted":
         from trainer_core.policies.scripted import ScriptedPolicy
 
         # raises ConfigError with the reason
         ScriptedPolicy(mistakes=parameters.get("mistakes"), delay=parameters.get("delay", 0.0))
+
+
+def _check_inference_server(parameters: dict[str, Any]) -> None:
+    check_engine_name(parameters.get("engine"))  # vllm or sglang, else the reason
+    if not parameters.get("base_url"):
+        raise ConfigError(
+            "an inference-server policy needs base_url: the server's root, e.g. http://gpu1:8000"
+        )
 
 
 def build_policy(
@@ -117,6 +131,10 @@ def build_policy(
         from trainer_core.policies.openai_compat import OpenAICompatPolicy
 
         return OpenAICompatPolicy(model, prompt_format=prompt_format, name=label, **params)
+    if kind == "inference_server":
+        from trainer_core.policies.inference_server import sampler_from_parameters
+
+        return sampler_from_parameters(model, params, name=label)
     from trainer_core.policies.local_hf import LocalHFPolicy
 
     model_dir = params.pop("model_dir", None) or model

@@ -28,6 +28,17 @@ log-probability at the sampling temperature before top-p truncation (with ``temp
 model's plain ``log_softmax(logits)``). A forward pass over prompt + completion gives the same
 numbers up to floating-point error, which is what policy-gradient training recomputes.
 
+Precision (``precision``): ``auto`` (the default) loads fp32 weights on the CPU and the
+checkpoint's own dtype on a GPU; ``fp32`` and ``bf16`` load the weights in that dtype;
+``bf16-mixed`` loads fp32 weights and runs every forward pass under bf16 autocast, logits returned
+in fp32 — how a full fine-tuning run with ``dtype: bf16`` computes (accelerate's mixed precision),
+so a sampler of that run gets the trainer's log-probs
+(``trainer_core.training.modelling.compute_precision`` names a run's).
+
+A model sharded over processes (FSDP, the one being trained) decodes in lockstep with the other
+processes (``synced_gpus``): every forward pass is a collective, so each process keeps stepping
+until all of them are done.
+
 For batch sampling (GRPO), :meth:`LocalHFPolicy.generate` takes several conversations and
 :meth:`LocalHFPolicy.generate_ids` several prompts as token ids; :meth:`LocalHFPolicy.from_model`
 wraps a model and tokenizer already in memory (the one being trained).
@@ -36,6 +47,7 @@ wraps a model and tokenizer already in memory (the one being trained).
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections import OrderedDict
@@ -51,7 +63,7 @@ from trainer_core.policies.base import Decision, Turn, Usage
 if TYPE_CHECKING:
     from trainer_core.tasks.model import Task, ToolSpec
 
-__all__ = ["Generation", "LocalHFPolicy", "check_model_dir"]
+__all__ = ["PRECISIONS", "Generation", "LocalHFPolicy", "check_model_dir", "is_sharded_model"]
 
 WEIGHT_FILES: tuple[str, ...] = (
     "model.safetensors",
@@ -62,31 +74,72 @@ WEIGHT_FILES: tuple[str, ...] = (
 TOKENIZER_FILES: tuple[str, ...] = ("tokenizer.json", "tokenizer_config.json")
 
 
+#: The ``precision`` a policy computes in (see the module docstring).
+PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "bf16-mixed")
+
 #: how many loaded models a process keeps for the next policy of the same directory
 LOADED_MODELS_KEPT = 2
 _LOADED: OrderedDict[tuple, tuple[Any, Any, Any]] = OrderedDict()
 _LOADED_LOCK = threading.Lock()
 
 
-def _load_key(path: Path, device: Any) -> tuple:
-    """What a loaded model depends on: the directory, the device and every file's size and
-    modification time (a checkpoint rewritten in place is loaded again)."""
+def _load_key(path: Path, device: Any, precision: str = "auto") -> tuple:
+    """What a loaded model depends on: the directory, the device, the precision and every file's
+    size and modification time (a checkpoint rewritten in place is loaded again)."""
     files = []
     for f in sorted(path.iterdir()):
         if f.is_file():
             st = f.stat()
             files.append((f.name, st.st_size, st.st_mtime_ns))
-    return (str(path.resolve()), str(device), tuple(files))
+    return (str(path.resolve()), str(device), precision, tuple(files))
 
 
-def _load_from_disk(path: Path, device: Any, torch: Any, transformers: Any) -> tuple:
-    """The tokenizer (with the chat format's tokens), the model in eval mode, the device."""
+def _autocast_forward(model: Any, torch: Any) -> None:
+    """Run every forward pass of ``model`` under bf16 autocast on its device and return its
+    logits in fp32, as accelerate wraps a prepared model's forward for mixed precision."""
+    forward = model.forward
+    device_type = next(model.parameters()).device.type
+
+    @functools.wraps(forward)  # generate reads the wrapped forward's signature
+    def mixed(*args: Any, **kwargs: Any) -> Any:
+        with torch.autocast(device_type=device_type, dtype=torch.bfloat16):
+            out = forward(*args, **kwargs)
+        logits = getattr(out, "logits", None)
+        if logits is not None and logits.dtype != torch.float32:
+            out.logits = logits.float()
+        return out
+
+    model.forward = mixed
+
+
+def is_sharded_model(model: Any) -> bool:
+    """Whether ``model``'s weights are sharded over several processes (FSDP 1 or 2): each of its
+    forward passes is then a collective that every process must take part in."""
+    import torch
+
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return False
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    return any(
+        getattr(m, "_is_fsdp_managed_module", False) or isinstance(m, FullyShardedDataParallel)
+        for m in model.modules()
+    )
+
+
+def _load_from_disk(
+    path: Path, device: Any, torch: Any, transformers: Any, precision: str = "auto"
+) -> tuple:
+    """The tokenizer (with the chat format's tokens), the model in eval mode in ``precision``
+    (see the module docstring), the device."""
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as exc:
         raise PolicyError(f"could not load the tokenizer in {str(path)!r}: {exc}") from None
     chat_format.ensure_special_tokens(tokenizer, chat_template=False)
-    dtype = torch.float32 if device.type == "cpu" else "auto"
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "bf16-mixed": torch.float32}
+    dtype = dtypes.get(precision, torch.float32 if device.type == "cpu" else "auto")
     try:
         model = transformers.AutoModelForCausalLM.from_pretrained(
             path, dtype=dtype, local_files_only=True
@@ -98,6 +151,8 @@ def _load_from_disk(path: Path, device: Any, torch: Any, transformers: Any) -> t
         model.resize_token_embeddings(len(tokenizer))
     model.to(device)
     model.eval()
+    if precision == "bf16-mixed":
+        _autocast_forward(model, torch)
     _clean_generation_config(model)
     return tokenizer, model, device
 
@@ -239,6 +294,7 @@ class LocalHFPolicy:
         model_dir: str | Path,
         *,
         device: str = "auto",
+        precision: str = "auto",
         temperature: float = 0.7,
         max_new_tokens: int = 256,
         top_p: float = 1.0,
@@ -249,8 +305,11 @@ class LocalHFPolicy:
         name: str = "local",
     ):
         _check_sampling(temperature, top_p, max_new_tokens)
+        if precision not in PRECISIONS:
+            raise ConfigError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
         self.model_dir = Path(model_dir)
         self.device_name = device
+        self.precision = precision
         self.temperature = float(temperature)
         self.max_new_tokens = int(max_new_tokens)
         self.top_p = float(top_p)
@@ -289,11 +348,11 @@ class LocalHFPolicy:
         path = check_model_dir(self.model_dir)
         torch, transformers = _import_torch()
         device = self._resolve_device(torch)
-        key = _load_key(path, device)
+        key = _load_key(path, device, self.precision)
         with _LOADED_LOCK:
             loaded = _LOADED.pop(key, None)
             if loaded is None:
-                loaded = _load_from_disk(path, device, torch, transformers)
+                loaded = _load_from_disk(path, device, torch, transformers, self.precision)
             _LOADED[key] = loaded  # newest last
             while len(_LOADED) > max(LOADED_MODELS_KEPT, 1):
                 _LOADED.popitem(last=False)
@@ -507,6 +566,7 @@ class LocalHFPolicy:
                 attention_mask=attention_mask.to(device),
                 generation_config=config,
                 logits_processor=processors,
+                synced_gpus=True if is_sharded_model(model) else None,
             )
 
         new = out.sequences[:, width:].tolist()
@@ -541,7 +601,8 @@ class LocalHFPolicy:
             return contextlib.nullcontext()
         devices = []
         if self._device is not None and self._device.type == "cuda":
-            devices = [self._device.index if self._device.index is not None else 0]
+            index = self._device.index  # "cuda" without an index is the current GPU
+            devices = [index if index is not None else torch.cuda.current_device()]
 
         @contextlib.contextmanager
         def stream():

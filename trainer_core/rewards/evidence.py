@@ -94,9 +94,12 @@ def scan_texts(texts: list[str]) -> list[bytes]:
     """The words of each of ``texts`` (as :func:`scan_words` reads each), in one list."""
     if len(texts) == 1:
         return scan_words(texts[0])
-    text = " ".join(
-        t if len(t) <= MAX_SCAN_CHARS else t[:_HALF_SCAN] + " " + t[-_HALF_SCAN:] for t in texts
-    )
+    if max(map(len, texts), default=0) <= MAX_SCAN_CHARS:  # as a rule: none is cut
+        text = " ".join(texts)
+    else:
+        text = " ".join(
+            t if len(t) <= MAX_SCAN_CHARS else t[:_HALF_SCAN] + " " + t[-_HALF_SCAN:] for t in texts
+        )
     return text.encode("utf-8", "ignore").translate(_TO_WORDS).split()
 
 
@@ -126,9 +129,12 @@ def informative(word: bytes) -> bool:
 def param_leaves(params: Mapping[str, Any]) -> list[str]:
     """The values in ``params`` as text, nested dicts and lists included (numbers as text, booleans
     and None left out), at most 256 of them, 8 levels deep."""
-    leaves: list[str] = []
+    leaves = [value for value in params.values() if type(value) is str]
+    if len(leaves) == len(params):  # the common case: flat string parameters
+        return leaves
+    leaves = []
     nested: list[tuple[Any, int]] = []
-    for value in params.values():  # the common case: flat string parameters
+    for value in params.values():
         kind = type(value)
         if kind is str:
             leaves.append(value)
@@ -183,7 +189,7 @@ def _whole_value_seen(leaves: list[str], words: list[bytes], seen: set[bytes]) -
         if 3 <= len(leaf) <= 200:
             if len(leaves) > 1:
                 words = leaf.encode("utf-8", "ignore").translate(_TO_WORDS).split()
-            if words and (len(words) > 1 or len(words[0]) > 2) and all(w in seen for w in words):
+            if words and (len(words) > 1 or len(words[0]) > 2) and seen.issuperset(words):
                 return True
     return False
 
@@ -195,11 +201,10 @@ def uses_seen(params: Mapping[str, Any], seen: set[bytes]) -> bool:
     if not leaves:
         return False
     words = scan_words(leaves[0] if len(leaves) == 1 else "\n".join(leaves))
-    for word in seen.intersection(words):
-        if informative(word):
-            return True
-    for word in words:
-        if word + b"." in seen:
+    for word in words:  # one pass: the first informative word seen in any spelling will do
+        if word.islower() and word.isalpha():
+            continue  # a plain lower-case word (``return``, ``path``) is never informative
+        if word in seen or word + b"." in seen:
             if informative(word):
                 return True
         elif (_DOT in word or word[-1] in _DIGITS) and informative(word) and _matches(word, seen):
@@ -213,7 +218,7 @@ def uses_seen(params: Mapping[str, Any], seen: set[bytes]) -> bool:
 def name_words(words: list[bytes]) -> set[bytes]:
     """The proper names among ``words``: capitalised words of 4+ letters (``Celik``,
     ``Brenholm``), the names a request states."""
-    return {w for w in words if len(w) >= 4 and w.isalpha() and w.istitle()}
+    return {w for w in words if w.istitle() and len(w) >= 4 and w.isalpha()}
 
 
 def _near(a: bytes, b: bytes) -> bool:
@@ -335,7 +340,7 @@ def call_failure(exit_code: Any, error: Any, category: str, observation: Any) ->
         needle = _NOT_FOUND if _NOT_FOUND in head else _NO_SUCH_FILE
         return f"the observation says {needle.lower()!r}"
     end = observation[-_END:]
-    if "xit" in end or "eturncode" in end or "eturn code" in end:
+    if "xit" in end or ("eturn" in end and ("eturncode" in end or "eturn code" in end)):
         printed = _PRINTED_EXIT.search(end)
         if printed and int(printed.group(1)) != 0:
             return f"exit code {printed.group(1)} (printed)"

@@ -141,6 +141,7 @@ from trainer_core.rewards.evidence import (
     uses_seen,
 )
 from trainer_core.rewards.outcome import outcome_score
+from trainer_core.rewards.tool_categories import infer_category
 
 __all__ = [
     "ANSWER_UNGROUNDED",
@@ -179,6 +180,7 @@ PATH_KEYS: frozenset[str] = frozenset(
 )
 #: where the target of a call is looked for when the profile names none (in this order)
 _TARGET_FALLBACK: tuple[str, ...] = ("path", "file_path", "file", "filename", "url")
+_FALLBACK_KEYS = frozenset(_TARGET_FALLBACK)
 
 #: the (old, new) parameter pairs of an edit, as editors name them (the first present is used)
 EDIT_PAIRS: tuple[tuple[str, str], ...] = (
@@ -202,83 +204,9 @@ NEAR_MISS_READ = 0.3
 #: what every rule but ``success`` is multiplied by on a step whose call failed
 FAILED_FACTOR = 0.5
 
-# --- tool categories ---------------------------------------------------------------------------
-
-_EXACT_CATEGORY: dict[str, str] = {
-    # read
-    "read": "read", "read_file": "read", "cat": "read", "view": "read", "view_file": "read",
-    "open": "read", "open_file": "read", "head": "read", "tail": "read", "less": "read",
-    "ls": "read", "list_dir": "read", "list_files": "read", "list_directory": "read",
-    "get_file": "read", "get_file_contents": "read", "webfetch": "read", "web_fetch": "read",
-    "fetch": "read", "screenshot": "read", "read_notes": "read", "notebookread": "read",
-    # search
-    "grep": "search", "rg": "search", "search": "search", "find": "search", "glob": "search",
-    "find_file": "search", "search_file": "search", "search_dir": "search",
-    "search_files": "search", "websearch": "search", "web_search": "search",
-    "lookup": "search", "query": "search",
-    # write
-    "edit": "write", "edit_file": "write", "write": "write", "write_file": "write",
-    "multiedit": "write", "str_replace": "write", "str_replace_editor": "write",
-    "str_replace_based_edit_tool": "write", "create": "write", "create_file": "write",
-    "insert": "write", "apply_patch": "write", "patch": "write", "notebookedit": "write",
-    "replace": "write", "append": "write",
-    # execute
-    "bash": "execute", "sh": "execute", "shell": "execute", "run": "execute",
-    "execute": "execute", "execute_bash": "execute", "exec": "execute", "python": "execute",
-    "run_ipython": "execute", "ipython": "execute", "terminal": "execute", "run_command": "execute",
-    "cmd": "execute", "command": "execute", "task": "execute",
-    # submit / think / navigate
-    "submit": "submit", "finish": "submit", "done": "submit", "final_answer": "submit",
-    "answer": "submit", "respond": "submit", "stop": "submit",
-    "think": "think", "todowrite": "think", "todoread": "think", "plan": "think",
-    "navigate": "navigate", "goto": "navigate", "open_url": "navigate", "browse": "navigate",
-    "scroll": "navigate", "go_back": "navigate",
-}  # fmt: skip
-
-# words inside a tool name, checked in this order (the first category with a hit wins)
-_WORD_CATEGORY: tuple[tuple[str, frozenset[str]], ...] = (
-    ("submit", frozenset({"submit", "finish", "done"})),
-    ("think", frozenset({"think", "todo", "reason"})),
-    ("write", frozenset({"edit", "write", "replace", "create", "insert", "patch", "save"})),
-    ("search", frozenset({"grep", "search", "find", "glob", "rg", "lookup", "query"})),
-    ("read", frozenset({"read", "cat", "view", "open", "show", "list", "ls", "get", "fetch"})),
-    ("execute", frozenset({"bash", "run", "execute", "exec", "python", "shell", "terminal"})),
-    ("navigate", frozenset({"navigate", "goto", "browse", "url"})),
-)
-
-
-def _name_words(name: str) -> list[str]:
-    """``str_replace_editor`` → str, replace, editor; ``WebFetch`` → web, fetch."""
-    words: list[str] = []
-    current = ""
-    prev = ""
-    for char in name:
-        if not char.isalnum():
-            if current:
-                words.append(current.lower())
-            current = ""
-        elif char.isupper() and prev and (prev.islower() or prev.isdigit()):
-            if current:
-                words.append(current.lower())
-            current = char
-        else:
-            current += char
-        prev = char
-    if current:
-        words.append(current.lower())
-    return words
-
-
-def infer_category(name: str) -> str:
-    """The category of a tool the profile does not know, from its name (see the module doc)."""
-    key = name.strip().lower()
-    if key in _EXACT_CATEGORY:
-        return _EXACT_CATEGORY[key]
-    words = set(_name_words(name))
-    for category, vocabulary in _WORD_CATEGORY:
-        if words & vocabulary:
-            return category
-    return "execute"
+# --- tools ---------------------------------------------------------------------------------------
+# a tool the profile does not know gets its category from its name: infer_category, in
+# trainer_core.rewards.tool_categories
 
 
 @dataclass(frozen=True)
@@ -299,8 +227,12 @@ class RuleContext:
     tools: dict[str, ToolInfo] = field(default_factory=dict)  # lower-cased name or alias → info
     profile_name: str = ""
     _cache: dict[str, ToolInfo] = field(default_factory=dict, repr=False)
+    #: file targets as written -> normalised (see read_step), shared by the passes with this
+    #: context (emptied before a pass once it holds _PATHS_LIMIT of them)
+    _paths: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     _CACHE_LIMIT = 4096
+    _PATHS_LIMIT = 1024
 
     @classmethod
     def from_profile(cls, profile: Any = None) -> RuleContext:
@@ -388,7 +320,7 @@ def read_step(step: Any, ctx: RuleContext, paths: dict[str, str]) -> StepView:
     target = params.get(key_used) if key_used else None
     if type(target) is not str:
         target = None
-        for key_used in _TARGET_FALLBACK:
+        for key_used in () if params.keys().isdisjoint(_FALLBACK_KEYS) else _TARGET_FALLBACK:
             value = params.get(key_used)
             if type(value) is str:
                 target = value
@@ -602,27 +534,33 @@ class InfoUseRule:
 
     __slots__ = (
         "acted",
+        "grounded_to",
         "grounding",
         "informative_seen",
         "line_names",
         "named",
+        "observations",
         "observed",
-        "observed_pending",
+        "observed_to",
         "seen",
+        "seen_to",
         "unchecked",
-        "unseen",
     )
 
     def __init__(self) -> None:
         self.acted = False  # a step was scored already (the first one is free to explore)
+        # the earlier steps' observations (those with text), each read into the lookups below
+        # only when they are needed, up to the position named beside each
+        self.observations: list[str] = []
         self.seen: set[bytes] = set()  # words of earlier texts (see _seen())
-        self.unseen: list[str] = []  # ... of the observations not read into it yet
+        self.seen_to = 0
         self.informative_seen = False  # some earlier text held an identifier or value
         self.unchecked: list[list[bytes]] = []  # words not yet checked for that
         self.grounding = Grounding()  # the same words, for checking answers
+        self.grounded_to = 0
         self.named: set[bytes] = set()  # the names the request states (prompt, user turns)
         self.observed: set[bytes] = set()  # the words of earlier observations (see offered())
-        self.observed_pending: list[str] = []  # ... of those not read into it yet
+        self.observed_to = 0
         self.line_names: dict[bytes, set[bytes]] = {}  # identifier -> names on its last line
 
     def observe(self, text: Any) -> None:
@@ -641,29 +579,56 @@ class InfoUseRule:
     def offered(self) -> set[bytes]:
         """The words of earlier observations (what they offered), read only when a read needs
         them (the near-duplicate check): each text once more at most, so still linear."""
-        if self.observed_pending:
-            for text in self.observed_pending:
+        observations = self.observations
+        if self.observed_to < len(observations):
+            for text in observations[self.observed_to :]:
                 self.observed.update(scan_words(text))
-            self.observed_pending.clear()
+            self.observed_to = len(observations)
         return self.observed
 
     def _seen(self) -> set[bytes]:
         """The words of earlier texts: the observations are read into them only when a step is
         checked against them (each once, together), so a trajectory's last reads and searches
         are never tokenised for nothing."""
-        if self.unseen:
-            words = scan_texts(self.unseen)
-            self.unseen.clear()
+        observations = self.observations
+        if self.seen_to < len(observations):
+            words = scan_texts(observations[self.seen_to :])
+            self.seen_to = len(observations)
             self.seen.update(words)
             if not self.informative_seen:
                 self.unchecked.append(words)
         return self.seen
+
+    def _ground(self) -> None:
+        """Hand the observations it has not seen yet to the answers' grounding."""
+        observations = self.observations
+        if self.grounded_to < len(observations):
+            self.grounding.pending.extend(observations[self.grounded_to :])
+            self.grounded_to = len(observations)
 
     def _informative_seen(self) -> bool:
         if not self.informative_seen:  # each text's words are checked once
             self.informative_seen = any(informative(w) for ws in self.unchecked for w in ws)
             self.unchecked.clear()
         return self.informative_seen
+
+    def _near_miss(self, params: Mapping[str, Any], observation: str, why: Any) -> float:
+        """The info use of a read step (the near-duplicate check), once the request names some."""
+        chosen: set[bytes] = set()
+        for word in scan_words("\n".join(param_leaves(params))):
+            chosen.update(self.line_names.get(word, ()))
+        if chosen:
+            words = scan_words(observation)
+            twin = near_miss_read(words, chosen, self.named, self.offered())
+            if twin is not None:
+                if why is not None:
+                    got, wanted = twin[0].decode(), twin[1].decode()
+                    why["info_use"] = (
+                        f"reads {got!r}, a near-duplicate of {wanted!r} that the request "
+                        f"names, though an earlier observation offered {wanted!r}"
+                    )
+                return NEAR_MISS_READ
+        return 1.0
 
     def score(
         self,
@@ -680,42 +645,28 @@ class InfoUseRule:
         if category == "read":
             # a read is held to the near-duplicate check alone, which needs a name the request
             # states (those are among the words seen, so something was seen)
-            chosen: set[bytes] = set()
             if self.named:
-                for word in scan_words("\n".join(param_leaves(params))):
-                    chosen.update(self.line_names.get(word, ()))
-            if chosen:
-                words = scan_words(observation)
-                twin = near_miss_read(words, chosen, self.named, self.offered())
-                if twin is not None:
-                    info_use = NEAR_MISS_READ
-                    if why is not None:
-                        got, wanted = twin[0].decode(), twin[1].decode()
-                        why["info_use"] = (
-                            f"reads {got!r}, a near-duplicate of {wanted!r} that the request "
-                            f"names, though an earlier observation offered {wanted!r}"
-                        )
+                info_use = self._near_miss(params, observation, why)
         elif category == "submit":
             answer = answer_of(params) if self._seen() else None
             if answer is not None:
+                self._ground()
                 word = self.grounding.unaccounted(answer, "\n".join(param_leaves(params)))
                 if word is not None:
                     info_use = ANSWER_UNGROUNDED
                     if why is not None:
                         why["info_use"] = f"the answer's {word!r} is in no earlier observation"
         elif (category == "write" or category == "execute") and self.acted:
-            seen = self._seen()
+            seen = self._seen() if self.seen_to < len(self.observations) else self.seen
             if seen and not uses_seen(params, seen) and self._informative_seen():
                 info_use = INFO_UNUSED
                 if why is not None:
                     why["info_use"] = "uses no path or identifier from earlier observations"
         self.acted = True
         if observation:  # it counts from the next step on (a text without a word adds nothing)
-            self.unseen.append(observation)
-            self.observed_pending.append(observation)
+            self.observations.append(observation)
             if self.named:
                 names_by_id(observation, self.line_names)
-            self.grounding.pending.append(observation)
         return info_use
 
 
@@ -735,18 +686,20 @@ def rubric_value(scores: Mapping[str, float], rule: str) -> float:
     return value
 
 
-def trajectory_texts(trajectory: Any) -> list[tuple[int, str]]:
+def trajectory_texts(trajectory: Any, *, messages: bool = True) -> list[tuple[int, str]]:
     """What the agent of ``trajectory`` (a Trajectory) saw besides observations, as
     ``(before_step, text)``: the task prompt before step 0, then each user or system message
     step before the tool step it precedes (:func:`~trainer_core.recording.schema.context_messages`)
     and each user or system turn of a 1.0 ``metadata["dialogue"]``. The ``context`` of
-    :func:`step_rule_scores` (which is given the tool steps)."""
+    :func:`step_rule_scores` (which is given the tool steps). ``messages=False``: the caller
+    knows that no step is a message (the steps are not looked through for them)."""
     texts: list[tuple[int, str]] = []
     task = getattr(trajectory, "task", None)
     prompt = getattr(task, "prompt", None)
     if isinstance(prompt, str) and prompt:
         texts.append((0, prompt))
-    texts += context_messages(getattr(trajectory, "steps", None) or ())
+    if messages:
+        texts += context_messages(getattr(trajectory, "steps", None) or ())
     metadata = getattr(trajectory, "metadata", None) or {}
     for turn in metadata.get("dialogue") or ():
         if isinstance(turn, Mapping) and turn.get("role") in ("user", "system"):
@@ -774,6 +727,13 @@ def step_rule_scores(
     ]
 
 
+def _before_step(item: tuple[int, str]) -> int:
+    return item[0]
+
+
+_NEVER = math.inf  # after every step
+
+
 def step_rule_rows(
     steps: Sequence[Any],
     ctx: RuleContext | None = None,
@@ -797,25 +757,31 @@ def step_rule_rows(
     the row as a dict).
     """
     ctx = ctx if ctx is not None else RuleContext()
-    paths: dict[str, str] = {}
-    redundancy_rule = RedundancyRule()  # each rule remembers the steps it has seen
-    regression_rule = RegressionRule()
+    paths = ctx._paths
+    if len(paths) >= ctx._PATHS_LIMIT:
+        paths.clear()
+    # each rule remembers the steps it has seen
+    redundancy_of = RedundancyRule().score
+    regression_of = RegressionRule().score
     info_use_rule = InfoUseRule()
-    texts = sorted(context or (), key=lambda item: item[0])
+    info_use_of = info_use_rule.score
+    texts = sorted(context, key=_before_step) if context else ()
     next_text, n_texts = 0, len(texts)
+    next_at = texts[0][0] if texts else _NEVER  # the step the next text comes before
+    explain = reasons is not None
     out: list[tuple[float, float, float, float, float]] = []
     for index, step in enumerate(steps):
-        while next_text < n_texts and texts[next_text][0] <= index:
-            info_use_rule.observe(texts[next_text][1])
-            next_text += 1
+        if next_at <= index:
+            while next_text < n_texts and texts[next_text][0] <= index:
+                info_use_rule.observe(texts[next_text][1])
+                next_text += 1
+            next_at = texts[next_text][0] if next_text < n_texts else _NEVER
         name, category, params, target, file_scoped, observation = read_step(step, ctx, paths)
-        why: dict[str, str] | None = {} if reasons is not None else None
-        redundancy = redundancy_rule.score(index, name, category, params, target, file_scoped, why)
+        why: dict[str, str] | None = {} if explain else None
+        redundancy = redundancy_of(index, name, category, params, target, file_scoped, why)
         # only a write can undo one (RegressionRule scores every other step 1.0 at once)
-        regression = (
-            regression_rule.score(category, params, target, why) if category == "write" else 1.0
-        )
-        info_use = info_use_rule.score(category, params, observation, why)
+        regression = regression_of(category, params, target, why) if category == "write" else 1.0
+        info_use = info_use_of(category, params, observation, why)
         try:
             exit_code, error = step.exit_code, step.error
         except AttributeError:

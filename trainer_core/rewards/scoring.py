@@ -64,18 +64,23 @@ from trainer_core.rewards.judge import FileCache, Judge, JudgeConfig
 from trainer_core.rewards.rubrics import (
     DESCRIPTIONS,
     EVALUATORS,
-    RULE_FOR_RUBRIC,
     Rubric,
     rubric_set,
 )
 from trainer_core.rewards.rules import (
-    RULE_NAMES,
     RuleContext,
     efficiency,
     outcome_score,
-    rubric_value,
     step_rule_rows,
     trajectory_texts,
+)
+from trainer_core.rewards.step_scores import (
+    NO_JUDGE,
+    NOT_JUDGED,
+    NOT_SENT,
+    RubricScore,
+    StepScore,
+    StepScorer,
 )
 
 __all__ = [
@@ -285,46 +290,8 @@ class RewardConfig:
 
 
 # --- results -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RubricScore:
-    """One rubric's score on one step. Immutable: a scoring pass gives the steps that score
-    alike the same object."""
-
-    value: float | None
-    """0..1, or None: unscored."""
-    layer: str
-    """rule, model or human (the rubric's evaluator)."""
-    rationale: str = ""
-    interpolated: bool = False
-    """The judge did not see this step and filled it from its neighbours."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "value": self.value,
-            "layer": self.layer,
-            "rationale": self.rationale,
-            "interpolated": self.interpolated,
-        }
-
-
-@dataclass
-class StepScore:
-    index: int
-    rubrics: dict[str, RubricScore]
-    total: float | None
-    """The step total: calibrated when the config carries a calibration."""
-    raw_total: float | None = None
-    """The uncalibrated step total (equal to ``total`` without a calibration)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "total": self.total,
-            "raw_total": self.raw_total,
-            "rubrics": {k: v.to_dict() for k, v in self.rubrics.items()},
-        }
+# RubricScore and StepScore (one step's) are in trainer_core.rewards.step_scores, with the scorer
+# that gives the tool steps theirs.
 
 
 def _usage_dict(usage: Any) -> dict[str, Any] | None:
@@ -397,16 +364,6 @@ def _reference(trajectory: Trajectory, reference_steps: int | None) -> int | Non
     return None
 
 
-def _rule_rationale(rule: str, why: Mapping[str, str]) -> str:
-    """Why a rule rubric is below 1.0 on a step: its rule's reasons, then the call's failure
-    (which lowers every rule rubric, see :func:`~trainer_core.rewards.rules.rubric_value`)."""
-    keys = ("redundancy", "regression") if rule == "non_redundancy" else (rule,)
-    parts = [why[k] for k in keys if k in why]
-    if rule != "success" and "success" in why:
-        parts.append(why["success"])
-    return "; ".join(parts)
-
-
 def _unscored_reason(
     config: RewardConfig, judge: Any, judged: bool, errors: list[str], stopped: bool
 ) -> str:
@@ -454,14 +411,16 @@ class _RuleLayer:
     besides them (the task prompt, the user's turns), nothing else."""
 
     def __init__(
-        self, trajectory: Trajectory, steps: list[Any], config: RewardConfig, profile: Any
+        self, trajectory: Trajectory, steps: list[Any], any_rule: bool, profile: Any
     ) -> None:
-        """``steps``: the trajectory's tool steps (no rule applies to a message)."""
+        """``steps``: the trajectory's tool steps (no rule applies to a message); ``any_rule``:
+        whether any rubric is rule-evaluated (:func:`_model_rubrics`)."""
         self.scores: list[tuple[float, ...]] = []  # step_rule_rows: in RULE_NAMES order
         self.reasons: list[dict[str, str]] = []
-        if steps and _model_rubrics(config)[2]:
+        if steps and any_rule:
             ctx = rule_context(profile)
-            context = trajectory_texts(trajectory)
+            # (no step is a message when every step is a tool step)
+            context = trajectory_texts(trajectory, messages=len(steps) != len(trajectory.steps))
             self.scores = step_rule_rows(steps, ctx, reasons=self.reasons, context=context)
 
 
@@ -495,11 +454,13 @@ class _ModelLayer:
     def __init__(
         self,
         trajectory: Trajectory,
-        config: RewardConfig,
         judge: Any,
         should_stop: Callable[[], str | None] | None,
+        rubrics: list[Rubric],
+        rubric_ids: frozenset[str],
     ) -> None:
-        rubrics, self.rubric_ids, _ = _model_rubrics(config)
+        """``rubrics``: the model rubrics that count, and their ids (:func:`_model_rubrics`)."""
+        self.rubric_ids = rubric_ids
         self.judge = judge
         self.judgements: dict[int, Any] = {}
         self.usage: Any = None
@@ -527,18 +488,18 @@ class _ModelLayer:
         """The score of ``rubric`` on every step when it does not depend on the step (it was
         not sent to the judge, or there is no judge), else None."""
         if rubric.id not in self.rubric_ids:
-            return _NOT_SENT
+            return NOT_SENT
         if self.judge is None:
-            return _NO_JUDGE
+            return NO_JUDGE
         return None
 
     def score(self, rubric: Rubric, judgement: Any) -> RubricScore:
         if rubric.id not in self.rubric_ids:
-            return _NOT_SENT
+            return NOT_SENT
         if self.judge is None:
-            return _NO_JUDGE
+            return NO_JUDGE
         if judgement is None:
-            return _NOT_JUDGED
+            return NOT_JUDGED
         raw = (judgement.scores or {}).get(rubric.id)
         value = _judge_value(raw)
         error = getattr(judgement, "error", None)
@@ -570,142 +531,6 @@ def _model_rubrics(config: RewardConfig) -> tuple[list[Rubric], frozenset[str], 
         any_rule = any(r.evaluator == "rule" for r in config.rubrics)
         found = derived["model rubrics"] = (rubrics, frozenset(r.id for r in rubrics), any_rule)
     return found
-
-
-_NOT_SENT = RubricScore(None, "model", "weight 0: not sent to the judge")
-_NO_JUDGE = RubricScore(None, "model", "no judge was given")
-_NOT_JUDGED = RubricScore(None, "model", "the judge did not score this step")
-_HUMAN = RubricScore(None, "human", "human-evaluated: annotators score it")
-
-
-class _StepScorer:
-    """Scores the tool steps of one trajectory. Where each rubric's score comes from is worked
-    out once per config (:func:`_step_plan`): a rule (the rule layer's), the judge (its verdict
-    on the step), or the same score on every step — an unscored one: a model rubric without a
-    judge or with weight 0, a human rubric, a rule rubric that no rule scores."""
-
-    __slots__ = (
-        "alike", "config", "judged", "model", "per_step", "reasons", "scores", "template",
-        "unexplained", "weights",
-    )  # fmt: skip
-
-    def __init__(self, config: RewardConfig, rules: _RuleLayer, model: _ModelLayer) -> None:
-        self.config, self.model = config, model
-        self.scores, self.reasons = rules.scores, rules.reasons
-        self.judged = bool(model.judgements)
-        self.template, self.per_step, self.weights, self.alike, self.unexplained = _step_plan(
-            config, model
-        )
-
-    def score(self, position: int, step: Any) -> StepScore:
-        """The tool step at ``position`` among the tool steps, on every rubric, and its total."""
-        row, why = (self.scores[position], self.reasons[position]) if self.scores else ((), None)
-        if not why and not self.judged and self.weights is not None:
-            # no reason to give and no verdict: the step's scores follow from its rule scores
-            # alone, the same on every step with the same rule scores (worked out once)
-            same = self.unexplained.get(row)
-            if same is None:
-                same = self._unexplained(row, step)
-            return StepScore(step.index, same[0].copy(), same[1], same[1])
-        return self._score(row, why, position, step)
-
-    def score_all(self, steps: list[Any]) -> list[StepScore]:
-        """:meth:`score` of each of ``steps``, the tool steps of a trajectory, in order."""
-        if self.judged or self.weights is None or not self.scores:
-            return [self.score(position, step) for position, step in enumerate(steps)]
-        unexplained, out = self.unexplained, []
-        for step, row, why in zip(steps, self.scores, self.reasons, strict=True):
-            if why:
-                out.append(self._score(row, why, len(out), step))
-                continue
-            same = unexplained.get(row)
-            if same is None:
-                same = self._unexplained(row, step)
-            out.append(StepScore(step.index, same[0].copy(), same[1], same[1]))
-        return out
-
-    def _unexplained(self, row: tuple[float, ...], step: Any) -> tuple:
-        scored = self._score(row, None, -1, step)
-        same = (scored.rubrics, scored.total)
-        if len(self.unexplained) < _UNEXPLAINED_KEPT:
-            self.unexplained[row] = same
-        return same
-
-    def _score(self, row: tuple[float, ...], why: Any, position: int, step: Any) -> StepScore:
-        judgement = self.model.judgement(position, step) if self.judged else None
-        rule_scores = dict(zip(RULE_NAMES, row, strict=True)) if row else {}
-        rubric_scores = self.template.copy()
-        for rubric_id, source, what in self.per_step:
-            if source is _RULE:
-                value = rubric_value(rule_scores, what)
-                rationale = _rule_rationale(what, why) if why else ""
-                if rationale:
-                    rubric_scores[rubric_id] = RubricScore(value, "rule", rationale)
-                else:
-                    alike = self.alike.get(value)
-                    if alike is None:
-                        alike = self.alike[value] = RubricScore(value, "rule", "")
-                    rubric_scores[rubric_id] = alike
-            else:
-                rubric_scores[rubric_id] = self.model.score(what, judgement)
-        weights = self.weights
-        if weights is None:
-            values = {rid: s.value for rid, s in rubric_scores.items()}
-            total, raw_total = self.config.step_total(values)
-        else:  # combine.step_total's sums, in its order (the template's scores are all None)
-            weighted = total_weight = 0.0
-            for rubric_id, weight in weights:
-                value = rubric_scores[rubric_id].value
-                if value is not None:
-                    weighted += weight * value
-                    total_weight += weight
-            total = raw_total = weighted / total_weight if total_weight > 0 else None
-        return StepScore(step.index, rubric_scores, total, raw_total)
-
-
-_FIXED, _RULE, _MODEL = 0, 1, 2
-
-
-def _step_plan(config: RewardConfig, model: _ModelLayer) -> tuple[Any, ...]:
-    """(the rubric scores that are the same on every step, in the rubrics' order, None where a
-    step has its own; the others as (rubric id, _RULE or _MODEL, the rule or the rubric); their
-    weights in the step total, None with a calibration; the shared rule scores without a
-    reason, by value; the scores and total of a step without a reason or a verdict, by its rule
-    scores), worked out once per config and judge setting."""
-    key = ("step plan", model.judge is None, model.rubric_ids)
-    derived = config._derived()
-    plan = derived.get(key)
-    if plan is not None:
-        return plan
-    template: dict[str, RubricScore | None] = {}
-    per_step: list[tuple[str, int, Any]] = []
-    for rubric in config.rubrics:
-        fixed: RubricScore | None = None
-        if rubric.evaluator == "rule":
-            rule = RULE_FOR_RUBRIC.get(rubric.id)
-            if rule is None:
-                why = f"no rule scores {rubric.id!r}; make it model- or human-evaluated"
-                fixed = RubricScore(None, "rule", why)
-            else:
-                per_step.append((rubric.id, _RULE, rule))
-        elif rubric.evaluator == "model":
-            fixed = model.fixed_score(rubric)
-            if fixed is None:
-                per_step.append((rubric.id, _MODEL, rubric))
-        else:
-            fixed = _HUMAN
-        template[rubric.id] = fixed
-    # the fixed scores are unscored (None): the step total sums the others alone
-    weights = None
-    if not config.calibrated:
-        weight_of = dict(config.step_weights())
-        weights = tuple((r, weight_of[r]) for r, _, _ in per_step if r in weight_of)
-    plan = derived[key] = (template, tuple(per_step), weights, {}, {})
-    return plan
-
-
-#: at most this many distinct rule-score combinations are kept per config (:class:`_StepScorer`)
-_UNEXPLAINED_KEPT = 1024
 
 
 NOT_APPLICABLE_TO_MESSAGES = "not applicable: an assistant message, not a tool call"
@@ -764,11 +589,12 @@ def score_trajectory(
     steps = [s for s in all_steps if _is_assistant_turn(s)] if messages else tools
 
     # 1. the layers: rules over the whole trajectory, then the judge (one call per judged step)
-    rules = _RuleLayer(trajectory, tools, config, profile)
-    model = _ModelLayer(trajectory, config, judge, should_stop)
+    model_rubrics, model_rubric_ids, any_rule = _model_rubrics(config)
+    rules = _RuleLayer(trajectory, tools, any_rule, profile)
+    model = _ModelLayer(trajectory, judge, should_stop, model_rubrics, model_rubric_ids)
 
     # 2. every step on every rubric, and the step totals
-    scorer = _StepScorer(config, rules, model)
+    scorer = StepScorer(config, rules, model)
     if messages:
         scored_steps, position = [], 0
         for step in steps:

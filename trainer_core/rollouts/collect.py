@@ -23,6 +23,12 @@ at once (a local model decodes all live episodes in one batch, each row from its
 stream, so an episode records the same trajectory alone or in a batch); the collect job keeps a
 local model's batch full, claiming a new episode as one ends. :func:`run_episode` is a lockstep
 of one.
+
+A conversation environment reports dialogue turns in a timestep's ``info["messages"]``
+(``{"role", "text"}``): those of the reset (a conversation's first observation) are recorded
+as message steps before the first action, and an action reported as the assistant's turn (a
+``respond`` to a simulated user) is recorded as an assistant message step followed by the user's
+reply — the same steps an imported tau-bench log has (:mod:`trainer_core.recording.dialogue`).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from typing import Any
 
 from trainer_core.errors import ConfigError
 from trainer_core.policies.base import Decision, Turn, Usage, decide, decide_many, play_step
+from trainer_core.recording.dialogue import action_steps, message_step, reported_messages
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
 from trainer_core.recording.schema import Usage as UsageRecord
 from trainer_core.tasks.model import Task, coerce_task
@@ -192,10 +199,26 @@ def _step_record(
                 "cost": decision.usage.cost or None,
                 "malformed": decision.error,
                 "raw": decision.raw[:4000] if action is None else None,
+                # a file the environment wrote (steplab/browser's screenshots): its path only
+                "screenshot": info["screenshot"]
+                if isinstance(info.get("screenshot"), str)
+                else None,
             }.items()
             if v
         },
     )
+
+
+def _records(
+    index: int, decision: Decision, ts: Any, *, started_at: datetime, env_seconds: float
+) -> list[Step]:
+    """The steps one decision records: one tool step, or — an action the environment reports
+    as the assistant's turn (a ``respond`` to a simulated user) — an assistant message step and
+    the user's reply (:func:`~trainer_core.recording.dialogue.action_steps`)."""
+    step = _step_record(index, decision, ts, started_at=started_at, env_seconds=env_seconds)
+    if decision.action is None:
+        return [step]
+    return action_steps(step, reported_messages(ts.info))
 
 
 class _Episode:
@@ -209,8 +232,9 @@ class _Episode:
         self.observation = ""
         self.tools: list[Any] = []
 
-    def begin(self) -> None:
-        """Reset the environment and the policy on the task."""
+    def begin(self, on_step: Callable[[EpisodeSpec, Step], None] | None = None) -> None:
+        """Reset the environment and the policy on the task; record the messages the reset
+        reported (a conversation's first observation)."""
         task = self.spec.task
         self.ts = self.env.reset(task=task, seed=self.spec.seed)
         env_task = getattr(self.env, "task", None)
@@ -219,6 +243,26 @@ class _Episode:
         if not self.trajectory.task.prompt:
             self.trajectory.task.prompt = self.observation
         self.tools = list(self.env.available_tools)
+        messages = reported_messages(self.ts.info)
+        if messages:
+            started_at = datetime.now(UTC)
+            first = len(self.trajectory.steps)
+            self._record(
+                [message_step(first + i, m, started_at=started_at) for i, m in enumerate(messages)],
+                on_step,
+            )
+
+    def _record(
+        self, steps: list[Step], on_step: Callable[[EpisodeSpec, Step], None] | None
+    ) -> None:
+        """Append steps to the trajectory and hand each to ``on_step``."""
+        for step in steps:
+            self.trajectory.steps.append(step)
+            if on_step is not None:
+                try:
+                    on_step(self.spec, step)
+                except BaseException as exc:  # the caller's own failure (a cancelled job)
+                    raise _Propagate() from exc
 
     def request(self) -> tuple[str, list[Turn], list[Any]]:
         return self.observation, self.state.history, self.tools
@@ -239,10 +283,9 @@ class _Episode:
         env_started = time.monotonic()
         ts = play_step(self.env, decision)
         env_seconds = time.monotonic() - env_started
-        step = _step_record(
-            len(state.history), decision, ts, started_at=started_at, env_seconds=env_seconds
+        steps = _records(
+            len(self.trajectory.steps), decision, ts, started_at=started_at, env_seconds=env_seconds
         )
-        self.trajectory.steps.append(step)
         state.history.append(
             Turn(
                 action=decision.action,
@@ -252,11 +295,7 @@ class _Episode:
             )
         )
         self.ts = ts
-        if on_step is not None:
-            try:
-                on_step(self.spec, step)
-            except BaseException as exc:  # the caller's own failure (a cancelled job)
-                raise _Propagate() from exc
+        self._record(steps, on_step)
         self.observation = ts.observation
         state.last_info = dict(ts.info)
         state.terminated, state.truncated = ts.terminated, ts.truncated
@@ -356,7 +395,9 @@ class Lockstep:
         over before the first turn), else None (it plays from the next turn)."""
         episode = _Episode(env, policy, spec, _start_trajectory(env, spec, **self.record))
         try:
-            episode.begin()
+            episode.begin(self.on_step)
+        except _Propagate as wrapper:
+            raise wrapper.__cause__ from None
         except Exception as exc:  # noqa: BLE001 - the episode crashed; the others go on
             episode.fail(exc)
             return episode.result()

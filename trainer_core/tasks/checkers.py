@@ -55,6 +55,11 @@ Built-in checkers (``fn(*, answer, task, run_result=None) -> Outcome``):
 ``any_of``
     ``expected_answer`` is a list of acceptable answers; one must match, by ``number`` when both
     it and the answer are numeric, else by ``exact`` (with the same options).
+``final_state``
+    tau-bench's check: ``run_result = {"database": ..., "said": [...]}`` from the environment;
+    success iff the database equals ``metadata["expected_database"]`` (or ``database`` with
+    ``expected_changes`` applied) and every
+    ``metadata["required_outputs"]`` string was said (:mod:`trainer_core.tasks.final_state`).
 ``llm_judge`` (registered by the rewards layer, not here)
     An LLM decides whether the answer means the same as ``expected_answer`` (a reference answer),
     with the judge of ``task.metadata["judge"]`` (a judge config dict) or of the environment
@@ -84,6 +89,8 @@ from importlib.metadata import entry_points
 from typing import Any, Protocol
 
 from trainer_core.errors import ConfigError
+from trainer_core.tasks.final_state import final_state
+from trainer_core.tasks.harbor import harbor_outcome
 from trainer_core.tasks.model import Task
 
 __all__ = [
@@ -632,6 +639,18 @@ def check_test_command(
     )
 
 
+def check_harbor(*, answer: str | None, task: Task, run_result: dict | None = None) -> Outcome:
+    """The reward a Harbor task's verifier wrote (:mod:`trainer_core.tasks.harbor`); a run
+    without one raises HarborVerifierError (an error, never a reward of 0)."""
+    return Outcome(**harbor_outcome(run_result))
+
+
+def check_final_state(*, answer: str | None, task: Task, run_result: dict | None = None) -> Outcome:
+    """The final database and what the agent said, against the task's expected ones
+    (:mod:`trainer_core.tasks.final_state`); the answer is not used."""
+    return Outcome(**final_state(task, run_result))
+
+
 # --------------------------------------------------------------------------------------------
 # The registry
 # --------------------------------------------------------------------------------------------
@@ -761,6 +780,8 @@ register_checker("number", check_number)
 register_checker("contains", check_contains)
 register_checker("test_command", check_test_command, needs_answer=False)
 register_checker("any_of", check_any_of)
+register_checker("final_state", check_final_state, needs_answer=False)
+register_checker("harbor", check_harbor, needs_answer=False)  # reward files of Harbor tasks
 # ``llm_judge`` is registered by the judge itself (trainer_core.rewards.judge.checker), found
 # through its entry point when the rewards layer has not been imported yet.
 

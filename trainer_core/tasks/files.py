@@ -643,6 +643,17 @@ def _checker_consistency(task: Task) -> list[tuple[str, str]]:
             ]
     elif name == "test_command" and not task.test_command.strip():
         return [("test_command", "Field required by checker 'test_command'")]
+    elif name == "final_state":
+        meta = task.metadata or {}
+        if meta.get("expected_database") is None and meta.get("expected_changes") is None:
+            if not meta.get("required_outputs"):
+                return [
+                    (
+                        "metadata.expected_database",
+                        "Field required by checker 'final_state' (or metadata.expected_changes, "
+                        "or metadata.required_outputs)",
+                    )
+                ]
     return []
 
 

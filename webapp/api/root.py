@@ -35,6 +35,7 @@ from webapp.api.endpoints import (
     live,
     otlp,
     rewards,
+    rl,
     rollouts,
     scoring,
     tasks,
@@ -153,6 +154,7 @@ api.add_router("", rollouts.router)  # collect runs, policies
 api.add_router("", scoring.router)
 api.add_router("", datasets.router)
 api.add_router("", training.router)
+api.add_router("", rl.router)  # decoupled RL runs
 api.add_router("", evaluations.router)  # evaluations, checkpoint evaluations, pipelines
 
 

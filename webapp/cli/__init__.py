@@ -10,6 +10,7 @@ module         commands                                                         
 ``loop``       eval, compare, leaderboard, demo                                          yes
 ``platform``   tokens                                                                    yes
 ``mcp``        mcp (Steplab's MCP server over stdio)                                     yes
+``rl``         rl (decoupled RL runs: launch, list, status, add-sampler, cancel)         yes
 =============  ========================================================================  ========
 
 The file-only commands call one trainer_core function each and never touch the database. A
@@ -134,6 +135,12 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         "rollouts",
         True,
         "Launch collect runs on the Celery workers.",
+    ),
+    "rl": (
+        "rl",
+        "rl",
+        True,
+        "Decoupled RL runs: launch from a YAML file or flags, status, add a sampler, cancel.",
     ),
     "preferences": (
         "database",

@@ -27,7 +27,7 @@ from webapp.rewards.services import preferences_build
 from webapp.rollouts.selectors import policy_list
 from webapp.rollouts.services import collect_launch
 from webapp.tasks.selectors import task_set_list
-from webapp.tasks.services import task_set_import
+from webapp.tasks.services import task_set_import, task_set_import_harbor
 from webapp.training.selectors import base_model_choices, tiny_model_free_name
 from webapp.training.services import tiny_model_build
 from webapp.trajectories.services import trajectories_import_files
@@ -167,11 +167,15 @@ def tasks() -> None:
 
 
 @tasks.command("import")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.argument("path", type=click.Path(exists=True))
 @click.option("--set", "set_name", default="", help="Task set to import into (default: the file's task_set.name).")  # fmt: skip
 @click.option("--archive", "archives", multiple=True, type=click.Path(exists=True, dir_okay=False), help="A repository (tar archive) a task names in 'repo' by its file name; repeat for more.")  # fmt: skip
 def tasks_import(path: str, set_name: str, archives: tuple[str, ...]) -> None:
-    """Import a task file (JSONL or YAML). All or nothing: errors name the line and field."""
+    """Import a task file (JSONL or YAML; all or nothing: errors name the line and field), or a
+    Harbor task directory or a folder of them (Terminal-Bench 2.0; refusals are listed)."""
+    if Path(path).is_dir():
+        _tasks_import_harbor(path, set_name)
+        return
     fmt = "yaml" if path.endswith((".yaml", ".yml")) else None
     with ExitStack() as stack:
         files = [File(stack.enter_context(open(a, "rb")), name=Path(a).name) for a in archives]
@@ -185,6 +189,18 @@ def tasks_import(path: str, set_name: str, archives: tuple[str, ...]) -> None:
         except ApplicationError as exc:
             raise click.ClickException(exc.message) from None
     click.echo(f"imported {count} task(s) into {task_set.name!r}")
+
+
+def _tasks_import_harbor(path: str, set_name: str) -> None:
+    try:
+        task_set, count, refused = task_set_import_harbor(path=path, name=set_name)
+    except ApplicationError as exc:
+        for _line, where, message in exc.extra.get("problems", []):
+            click.echo(f"refused {where}: {message}", err=True)
+        raise click.ClickException(exc.message) from None
+    for refusal in refused:
+        click.echo(f"refused {refusal.path}: {refusal.kind}: {refusal.reason}", err=True)
+    click.echo(f"imported {count} Harbor task(s) into {task_set.name!r}; refused {len(refused)}")
 
 
 @tasks.command("list")

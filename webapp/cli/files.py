@@ -12,6 +12,7 @@ import click
 
 import trainer_core
 from trainer_core.errors import SteplabError
+from trainer_core.policies.factory import KINDS as POLICY_KINDS
 from trainer_core.progress import ProgressEvent
 from trainer_core.recording.importers import ImportLimits, format_names
 from trainer_core.recording.importers.files import CONVERT_TARGETS, convert_files, validate_files
@@ -127,7 +128,7 @@ def _episode_line(result) -> str:
 @click.command("collect")
 @click.argument("tasks_file", type=_files)
 @click.option("--env", "env_id", default=None, help="Environment id (default: each task's own).")
-@click.option("--policy", "kind", type=click.Choice(["scripted", "anthropic", "openai", "local"]), default="scripted", show_default=True)  # fmt: skip
+@click.option("--policy", "kind", type=click.Choice(POLICY_KINDS), default="scripted", show_default=True)  # fmt: skip
 @click.option("--model", default="", help="Model name, or a local model directory.")
 @click.option("--param", "params", multiple=True, help="Policy parameter as NAME=JSON, e.g. --param temperature=0.2 --param api_key_env='\"K\"'.")  # fmt: skip
 @click.option("--prompt-format", type=click.Choice(["native", "react"]), default="native")

@@ -81,6 +81,16 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 VAR_DIR = Path(os.environ.get("STEPLAB_VAR_DIR", BASE_DIR / "var")).resolve()
 STEPLAB_DATA_DIR = Path(os.environ.get("STEPLAB_DATA_DIR", VAR_DIR / "data")).resolve()
 
+# steplab/browser's screenshots (JPEG files under STEPLAB_DATA_DIR/screenshots, one per step):
+# STEPLAB_BROWSER_SCREENSHOTS=0 turns them off for every episode the app plays.
+STEPLAB_BROWSER_SCREENSHOTS = os.environ.get(
+    "STEPLAB_BROWSER_SCREENSHOTS", "1"
+).strip().lower() not in (
+    "0",
+    "false",
+    "no",
+    "off",
+)
 # Where a task's repository may come from (docs/security.md): the archives uploaded with task
 # sets, and the directories an administrator lists in STEPLAB_TASK_REPO_ROOTS (default: none).
 # trainer_core reads the same variable wherever an episode starts (workers, the CLI).

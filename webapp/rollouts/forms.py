@@ -31,7 +31,8 @@ class PolicyForm(forms.Form):
         max_length=300,
         required=False,
         help_text="Model name (claude-sonnet-4-5, Qwen/Qwen2.5-7B-Instruct...); for a local "
-        "policy, the model directory (or give model_dir below).",
+        "policy, the model directory (or give model_dir below); for an inference server, the "
+        "served base model's name (empty: the first one it serves).",
     )
     prompt_format = forms.ChoiceField(choices=Policy.PromptFormat.choices)
     parameters = JSONObjectField(
@@ -43,6 +44,10 @@ class PolicyForm(forms.Form):
         'Scripted: {"mistakes": {"wrong_answer": 0.3}, "delay": 0}. Local: {"model_dir": ..., '
         '"device": "auto", "temperature": 0, "max_new_tokens": 256, "system": ..., "list_tools": '
         "true (false: prompt with the system text only, for a model trained on its tools)}. "
+        'Inference server (RL samplers Steplab updates): {"base_url": "http://gpu1:8000", '
+        '"engine": "vllm" (LoRA runs) or "sglang" (full weights), "tokenizer_dir": ... (the '
+        'served model\'s tokenizer; needed to act), "temperature": 0.7, "max_new_tokens": 256, '
+        '"api_key_env": ...}; top_p/top_k must stay off. See docs/inference-servers.md. '
         "Never put a key here: name the environment variable that holds it.",
     )
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
@@ -54,6 +59,13 @@ class CollectForm(forms.Form):
         required=False, help_text="Empty: the task set's own environment."
     )
     policy = forms.ModelChoiceField(queryset=Policy.objects.all())
+    user_policy = forms.ModelChoiceField(
+        queryset=Policy.objects.all(),
+        required=False,
+        label="Simulated user",
+        help_text="Conversation environments (steplab/customer-service): the policy that plays "
+        "the customer. Empty: the scripted customer.",
+    )
     episodes_per_task = forms.IntegerField(min_value=1, max_value=1000, initial=1)
     max_steps = forms.IntegerField(min_value=1, max_value=500, initial=20)
     step_timeout = forms.FloatField(

@@ -22,7 +22,6 @@ import dataclasses
 import time
 from typing import Any
 
-from trainer_core.envs import make
 from trainer_core.errors import SteplabError
 from trainer_core.recording.schema import Outcome, TaskRef, Trajectory
 from trainer_core.rollouts.collect import EpisodeResult, EpisodeSpec, Lockstep, stop_env
@@ -271,7 +270,9 @@ def _start(
         overrides: dict[str, Any] = {"max_steps": None}
         if run.step_timeout:
             overrides["step_seconds"] = run.step_timeout
-        env = playing[id(spec)].env = make(run.environment, **overrides)
+        if run.user_policy_id:
+            overrides["user"] = services.simulated_user(policy=run.user_policy, seed=episode.seed)
+        env = playing[id(spec)].env = services.environment_make(env_id=run.environment, **overrides)
         ctx.on_cancel(lambda: stop_env(env))
         policy = services.policy_build(policy=run.policy, seed=episode.seed)
     except (ApplicationError, SteplabError) as exc:

@@ -8,7 +8,8 @@ from webapp.common.models import CreatedModel
 
 
 class Policy(CreatedModel):
-    """A way to choose actions: an LLM endpoint, a local model directory, or the scripted policy.
+    """A way to choose actions: an LLM endpoint, a local model directory, an inference server
+    Steplab updates with each RL policy version (vLLM, SGLang), or the scripted policy.
 
     Secrets are never stored: ``parameters["api_key_env"]`` names the environment variable the
     worker reads the key from.
@@ -19,6 +20,10 @@ class Policy(CreatedModel):
         ANTHROPIC = "anthropic", "Anthropic Messages API"
         OPENAI = "openai", "OpenAI-compatible server (vLLM, SGLang, Ollama...)"
         LOCAL = "local", "Local Hugging Face model directory"
+        INFERENCE_SERVER = (
+            "inference_server",
+            "Inference server Steplab updates (vLLM LoRA adapters, SGLang weights)",
+        )
 
     class PromptFormat(models.TextChoices):
         NATIVE = "native", "Native tool calling"
@@ -54,6 +59,15 @@ class CollectRun(CreatedModel):
     )
     task_set = models.ForeignKey("tasks.TaskSet", on_delete=models.PROTECT)
     policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="runs")
+    user_policy = models.ForeignKey(
+        Policy,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="user_runs",
+        help_text="The policy that plays the simulated user of a conversation environment "
+        "(steplab/customer-service); empty: its scripted user.",
+    )
     environment = models.CharField(max_length=120)
     episodes_per_task = models.PositiveIntegerField(default=1)
     max_steps = models.PositiveIntegerField(default=30)

@@ -3,6 +3,7 @@ job (claim an episode, stream its steps, finish it, close the run)."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from trainer_core.policies.factory import build_policy, check_parameters
 from trainer_core.policies.pricing import estimate_cost, known_price
 from trainer_core.policies.scripted import ScriptedPolicy
 from trainer_core.policies.secrets import check_no_secret
+from trainer_core.policies.user import PolicyUser
 from trainer_core.recording.schema import Outcome
 from trainer_core.rollouts.collect import (
     EpisodeResult,
@@ -49,6 +51,29 @@ HISTORY_TOKENS_PER_STEP = 250
 OUTPUT_TOKENS_PER_CALL = 200
 
 
+def environment_make(*, env_id: str, **overrides: Any) -> Any:
+    """``make(env_id, **overrides)`` with what the app gives every environment that takes it:
+    the data directory (``steplab/browser`` writes its screenshots under it, so the pages can
+    show them after the episode) and whether to take screenshots at all."""
+    parameters = inspect.signature(env_spec(env_id).load()).parameters
+    if "data_dir" in parameters:
+        overrides.setdefault("data_dir", settings.STEPLAB_DATA_DIR)
+    if "screenshots" in parameters:  # STEPLAB_BROWSER_SCREENSHOTS=0 turns them off
+        overrides.setdefault("screenshots", settings.STEPLAB_BROWSER_SCREENSHOTS)
+    return make(env_id, **overrides)
+
+
+def has_simulated_user(*, env_id: str) -> bool:
+    """Whether the environment talks to a simulated user a policy can play (it takes ``user``)."""
+    return "user" in inspect.signature(env_spec(env_id).load()).parameters
+
+
+def simulated_user(*, policy: Policy, seed: int) -> Any:
+    """A factory of the simulated user that ``policy`` plays (``trainer_core.policies.user``),
+    built in the worker for each episode."""
+    return lambda: PolicyUser(policy_build(policy=policy, seed=seed))
+
+
 def _check(
     kind: str, model: str, prompt_format: str, parameters: dict[str, Any], text: str = ""
 ) -> None:
@@ -73,8 +98,7 @@ def policy_save(
 ) -> Policy:
     parameters = dict(parameters or {})
     _check(kind, model, prompt_format, parameters, f"{name}\n{description}")
-    if kind == Policy.Kind.LOCAL:
-        _check_model_dir(parameters.get("model_dir") or model)
+    _check_policy_paths(kind, model, parameters)
     if Policy.objects.filter(name=name).exclude(pk=getattr(instance, "pk", None)).exists():
         raise ApplicationError(f"A policy named {name!r} exists already; choose another name.")
     policy = instance or Policy(
@@ -90,21 +114,29 @@ def policy_save(
     return policy
 
 
-def _check_model_dir(model_dir: str) -> None:
+def _check_model_dir(model_dir: str, what: str = "local model directory") -> None:
     """A local policy reads its model only from the model roots (its directory is checked
     when it is saved and again when it is built)."""
     path_inside_roots(
         path=model_dir,
         roots=settings.STEPLAB_MODEL_ROOTS,
-        what="local model directory",
+        what=what,
         setting="STEPLAB_MODEL_ROOTS",
     )
 
 
+def _check_policy_paths(kind: str, model: str, parameters: dict[str, Any]) -> None:
+    """The directories a policy reads on a worker: a local model's, an inference server's
+    tokenizer (the served model's, for prompts and the stop id)."""
+    if kind == Policy.Kind.LOCAL:
+        _check_model_dir(parameters.get("model_dir") or model)
+    if kind == Policy.Kind.INFERENCE_SERVER and parameters.get("tokenizer_dir"):
+        _check_model_dir(parameters["tokenizer_dir"], "inference server's tokenizer directory")
+
+
 def policy_build(*, policy: Policy, seed: int = 0) -> Any:
     """The policy object that acts (ApplicationError when it cannot be built)."""
-    if policy.kind == Policy.Kind.LOCAL:
-        _check_model_dir((policy.parameters or {}).get("model_dir") or policy.model)
+    _check_policy_paths(policy.kind, policy.model, policy.parameters or {})
     try:
         return build_policy(
             policy.kind,
@@ -153,7 +185,7 @@ def policy_try(*, policy: Policy, task: TaskRow) -> TryResult:
         raise ApplicationError(f"Task {task} names no environment; set one on its task set.")
     started = time.monotonic()
     try:
-        env = make(env_id)
+        env = environment_make(env_id=env_id)
     except SteplabError as exc:
         raise ApplicationError(f"The environment {env_id!r} cannot start: {exc}") from None
     try:
@@ -247,9 +279,11 @@ def collect_launch(
     parent_job=None,
     task_offset: int = 0,
     num_tasks: int = 0,
+    user_policy: Policy | None = None,
 ) -> CollectRun:
     """Create the run, one Episode row per (task, episode), and the job that plays them (a child
-    of ``parent_job`` when an evaluation run or a pipeline launches it)."""
+    of ``parent_job`` when an evaluation run or a pipeline launches it). ``user_policy`` plays
+    the simulated user of an environment that has one (``steplab/customer-service``)."""
     environment = environment or task_set.environment
     if not environment:
         raise ApplicationError(
@@ -272,10 +306,18 @@ def collect_launch(
     if spend_cap_usd is not None and spend_cap_usd <= 0:
         raise ApplicationError("The spend cap must be above 0 (leave it empty for no cap).")
     policy_build(policy=policy)  # fail now, in the form, when the policy cannot be built
+    if user_policy is not None:
+        if not has_simulated_user(env_id=environment):
+            raise ApplicationError(
+                f"The environment {environment!r} has no simulated user for a policy to play; "
+                "leave the user policy empty."
+            )
+        policy_build(policy=user_policy)
     with transaction.atomic():
         run = CollectRun.objects.create(
             task_set=task_set,
             policy=policy,
+            user_policy=user_policy,
             environment=environment,
             episodes_per_task=episodes_per_task,
             max_steps=max_steps,
@@ -385,7 +427,9 @@ def collect_run_stop(*, run: CollectRun, reason: str) -> None:
 
 def episodes_cancel(*, run: CollectRun, job_id: int) -> None:
     """The run was cancelled: the child's running episode ends failed (its trajectory truncated)
-    and skipped, and every pending episode is skipped."""
+    and skipped, and every pending episode is skipped. The reason is recorded first, so whoever
+    sees no episode left running or pending also sees why."""
+    collect_run_stop(run=run, reason="cancelled")
     interrupted = run.episodes.filter(
         claimed_by=job_id, status=Episode.Status.RUNNING
     ).select_related("trajectory")
@@ -404,7 +448,6 @@ def episodes_cancel(*, run: CollectRun, job_id: int) -> None:
     run.episodes.filter(status=Episode.Status.PENDING).update(
         status=Episode.Status.SKIPPED, error="the run was cancelled"
     )
-    collect_run_stop(run=run, reason="cancelled")
 
 
 def episode_begin(*, run: CollectRun, episode: Episode, task: TaskSpec) -> Trajectory:
@@ -599,7 +642,7 @@ def episode_play(
     if policy is not None and actions is None:
         agent = policy_build(policy=policy, seed=seed)
     try:
-        env = make(env_id, max_steps=None)
+        env = environment_make(env_id=env_id, max_steps=None)
     except SteplabError as exc:
         raise ApplicationError(f"The environment {env_id!r} cannot start: {exc}") from None
     try:

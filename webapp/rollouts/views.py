@@ -114,6 +114,7 @@ def collect_new(request):
                 seed=data["seed"] or 0,
                 spend_cap_usd=data["spend_cap_usd"],
                 user=request.user,
+                user_policy=data["user_policy"],
             )
         except ApplicationError as exc:
             form.add_error(None, exc.message)

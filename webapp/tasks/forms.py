@@ -14,7 +14,9 @@ class TaskImportForm(forms.Form):
         help_text="Task set to import into (new or existing). Empty: the file's task_set.name.",
     )
     file = forms.FileField(
-        required=False, help_text="A .jsonl, .yaml or .yml task file (see docs/task-format.md)."
+        required=False,
+        help_text="A .jsonl, .yaml or .yml task file, or a tar archive of Harbor task "
+        "directories (see docs/task-format.md).",
     )
     text = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 10, "class": "code"}),
@@ -40,6 +42,9 @@ class TaskImportForm(forms.Form):
         if upload is not None:
             if upload.size > 20 * 1024 * 1024:
                 raise forms.ValidationError("The file is larger than 20 MB; split it.")
+            if upload.name.lower().endswith((".tar", ".tar.gz", ".tgz")):
+                data["harbor_archive"], data["content"], data["fmt"] = upload, "", None
+                return data  # Harbor task directories (Terminal-Bench 2.0), packed with tar
             try:
                 data["content"] = upload.read().decode("utf-8")
             except UnicodeDecodeError:

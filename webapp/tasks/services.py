@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import shutil
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,9 @@ from django.conf import settings
 from django.db import transaction
 from pydantic import ValidationError
 
-from trainer_core.errors import ConfigError, describe_validation_error
-from trainer_core.tasks.files import TaskFileError, load_tasks
+from trainer_core.errors import ConfigError, InputError, describe_validation_error
+from trainer_core.tasks.files import TaskFile, TaskFileError, load_tasks
+from trainer_core.tasks.harbor import Refusal, load_harbor
 from trainer_core.tasks.model import Task as TaskSpec
 from trainer_core.tasks.repos import resolve_repo
 from trainer_core.tasks.suites import builtin_suites
@@ -64,6 +66,75 @@ def task_set_import(
     if folder is not None and not any(t.repo for t in loaded.tasks):
         _archives_discard(folder)  # nothing uses them
     return task_set, count
+
+
+def task_set_import_harbor(
+    *, path: str | Path, name: str = "", user=None, description: str = ""
+) -> tuple[TaskSet, int, list[Refusal]]:
+    """Import a Harbor task directory, or a folder of them (Terminal-Bench 2.0's format, see
+    trainer_core/tasks/harbor.py), into the task set ``name`` (default: the folder's name).
+    The tasks that can run here are stored (all or none of them); the others come back as
+    refusals with their reasons. None importable is an error listing every refusal."""
+    try:
+        loaded = load_harbor(path)
+    except InputError as exc:
+        raise ApplicationError(str(exc)) from None
+    problems = [("", r.path, f"{r.kind}: {r.reason}") for r in loaded.refused]
+    if not loaded.tasks:
+        raise ApplicationError(
+            f"No task of {Path(path).name} can run here; nothing was imported.",
+            extra={"problems": problems},
+        )
+    task_file = TaskFile(
+        name=name or Path(path).resolve().name,
+        description=description or f"Harbor tasks imported from {Path(path).name}",
+        domain="coding",
+        tasks=loaded.tasks,
+    )
+    task_set, count = _task_set_store(task_file, name=name, user=user, description=description)
+    return task_set, count, loaded.refused
+
+
+def task_set_import_harbor_archive(
+    *, upload, name: str = "", user=None
+) -> tuple[TaskSet, int, list[Refusal]]:
+    """:func:`task_set_import_harbor` of an uploaded tar archive holding a Harbor task
+    directory or a folder of them (links and paths outside the archive are refused)."""
+    with tempfile.TemporaryDirectory(prefix="steplab-harbor-") as folder:
+        try:
+            with tarfile.open(fileobj=upload, mode="r:*") as archive:
+                _extract_bounded(archive, folder, name=upload.name)
+        except (tarfile.TarError, OSError) as exc:
+            raise ApplicationError(f"{upload.name} cannot be unpacked: {exc}") from None
+        root = Path(folder)
+        entries = [p for p in root.iterdir() if not p.name.startswith(".")]
+        if len(entries) == 1 and entries[0].is_dir():
+            root = entries[0]
+        stem = Path(upload.name).name.split(".")[0]
+        return task_set_import_harbor(path=root, name=name or stem, user=user)
+
+
+#: what an uploaded archive of Harbor task directories may unpack to (a decompression bomb is
+#: stopped at the member that crosses a limit, never unpacked whole)
+HARBOR_ARCHIVE_MAX_BYTES = 256 * 1024 * 1024
+HARBOR_ARCHIVE_MAX_MEMBERS = 50_000
+
+
+def _extract_bounded(archive: tarfile.TarFile, folder: str, *, name: str) -> None:
+    """Unpack member by member (streamed), refusing the archive once its members' sizes add up
+    to more than :data:`HARBOR_ARCHIVE_MAX_BYTES` or their number passes
+    :data:`HARBOR_ARCHIVE_MAX_MEMBERS`; links and paths outside the folder are refused by
+    tarfile's ``data`` filter."""
+    total = count = 0
+    for member in archive:
+        count += 1
+        total += max(0, member.size)
+        if total > HARBOR_ARCHIVE_MAX_BYTES or count > HARBOR_ARCHIVE_MAX_MEMBERS:
+            raise ApplicationError(
+                f"{name} unpacks to more than {HARBOR_ARCHIVE_MAX_BYTES // 2**20} MB or "
+                f"{HARBOR_ARCHIVE_MAX_MEMBERS} files; import fewer task directories at a time."
+            )
+        archive.extract(member, folder, filter="data")
 
 
 def _archives_store(archives) -> Path:

@@ -80,14 +80,22 @@ def task_import(request):
     form = TaskImportForm(request.POST or None, request.FILES or None)
     problems = []
     if request.method == "POST" and form.is_valid():
+        refused = []
         try:
-            task_set, count = services.task_set_import(
-                text=form.cleaned_data["content"],
-                name=form.cleaned_data["name"],
-                user=request.user,
-                fmt=form.cleaned_data["fmt"],
-                archives=form.cleaned_data.get("archives") or [],
-            )
+            if form.cleaned_data.get("harbor_archive"):
+                task_set, count, refused = services.task_set_import_harbor_archive(
+                    upload=form.cleaned_data["harbor_archive"],
+                    name=form.cleaned_data["name"],
+                    user=request.user,
+                )
+            else:
+                task_set, count = services.task_set_import(
+                    text=form.cleaned_data["content"],
+                    name=form.cleaned_data["name"],
+                    user=request.user,
+                    fmt=form.cleaned_data["fmt"],
+                    archives=form.cleaned_data.get("archives") or [],
+                )
         except ApplicationError as exc:
             problems = exc.extra.get("problems", [])
             form.add_error(
@@ -98,6 +106,8 @@ def task_import(request):
             )
         else:
             messages.success(request, f"Imported {count} task(s) into {task_set.name}.")
+            for refusal in refused:
+                messages.warning(request, f"Refused {refusal.path}: {refusal.reason}")
             return redirect("tasks:set", pk=task_set.pk)
     return render(
         request, "tasks/import.html", {"active_area": "tasks", "form": form, "problems": problems}

@@ -198,8 +198,24 @@ def _tool_step(step, observation_url: str) -> str:
         f"\n      {_thought(step)}"
         f"\n      {params}"
         f"\n      {_observation(step, observation_url)}"
+        f"{_screenshot(step)}"
         f'\n      <div class="step-scores" id="scores-step-{index}"></div>'
         "\n    </li>"
+    )
+
+
+def _screenshot(step) -> str:
+    """A thumbnail of the step's screenshot (``metadata.screenshot``), the full size on click;
+    the file is served only from the data directory (``selectors.step_screenshot``)."""
+    if not isinstance(_get(step.metadata, "screenshot"), str):
+        return ""
+    url = escape(
+        _url_format("trajectories:screenshot", 2).format(_int(step.trajectory_id), _int(step.index))
+    )
+    return (
+        f'\n      <a class="screenshot" href="{url}" target="_blank" rel="noopener" '
+        f'data-testid="screenshot"><img src="{url}" loading="lazy" width="240" '
+        f'alt="The page after step {_int(step.index)}"></a>'
     )
 
 

@@ -4,20 +4,24 @@ PostgreSQL: the ids of the new trajectories and raw sources are taken from their
 first, so that every row can be written with COPY in one pass: the raw sources, the trajectories
 (each with the search vector of its document, built in Python: the rows go through a temporary
 table and one INSERT parses the documents) and the steps; the foreign keys are checked at
-commit. Long values are compressed with lz4 where the server has it. SQLite: ``bulk_create``
+commit. An import builds each trajectory's rows before it is stored (``prepare``; its reading
+thread does, while the rows of the files before are written) and writes them with
+``insert_prepared``. The raw sources go in binary (their bytes as they are, not as hex text).
+Long values are compressed with lz4 where the server has it. SQLite: ``bulk_create``
 (it has no search documents). A JSON value is written as the text ``json.dumps`` gives; one
 holding a NUL or a lone surrogate (which PostgreSQL refuses) is cleaned first (``without_nul``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, transaction
@@ -26,6 +30,7 @@ from django.utils import timezone
 
 from webapp.trajectories.content import without_nul
 from webapp.trajectories.models import SourceFile, Step, Trajectory
+from webapp.trajectories.search import search_document
 
 #: The step columns an import writes, in the order of the rows ``step_values`` makes.
 STEP_COLUMNS = [
@@ -54,8 +59,17 @@ _UNSAFE_JSON = re.compile(r"\\u(?:0000|d[89a-f])")
 RAW_LEVEL = 1
 
 
+class JsonText(str):
+    """A JSON value already written as text (``json_text``): a row holding it writes it as it
+    is."""
+
+    __slots__ = ()
+
+
 def json_text(value: Any) -> str:
     """``value`` as JSON text PostgreSQL accepts (NUL and lone surrogates replaced)."""
+    if isinstance(value, JsonText):
+        return value
     text = json.dumps(value)
     if "\\u" in text and _UNSAFE_JSON.search(text):
         text = json.dumps(without_nul(value))
@@ -126,10 +140,14 @@ def insert_steps(rows: list[tuple]) -> None:
     if connection.vendor != "postgresql":
         objects = [Step(**dict(zip(STEP_COLUMNS, row, strict=True))) for row in rows]
         for step in objects:
-            step.params, step.metadata = without_nul(step.params), without_nul(step.metadata)
+            step.params, step.metadata = _object(step.params), _object(step.metadata)
         Step.objects.bulk_create(objects, batch_size=500)
         return
     _copy(Step._meta.db_table, STEP_COLUMNS, (_step_json(row) for row in rows))
+
+
+def _object(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, JsonText) else without_nul(value)
 
 
 def _step_json(row: tuple) -> tuple:
@@ -139,10 +157,17 @@ def _step_json(row: tuple) -> tuple:
     return tuple(values)
 
 
-def _copy(table: str, columns: list[str], rows: Iterable[tuple]) -> None:
+def _copy(
+    table: str, columns: list[str], rows: Iterable[tuple], types: list[str] | None = None
+) -> None:
+    """COPY ``rows`` into ``table``: as text, or in binary with ``types`` (the PostgreSQL type
+    of each column: no value is written as text and parsed again)."""
     names = ", ".join(f'"{c}"' for c in columns)
+    binary = " (FORMAT BINARY)" if types else ""
     with connection.wrap_database_errors, connection.cursor() as cursor:
-        with cursor.cursor.copy(f'COPY "{table}" ({names}) FROM STDIN') as copy:
+        with cursor.cursor.copy(f'COPY "{table}" ({names}) FROM STDIN{binary}') as copy:
+            if types:
+                copy.set_types(types)
             for row in rows:
                 copy.write_row(row)
 
@@ -248,6 +273,68 @@ def _trajectory_rows(
         yield tuple(json_text(row[name]) if is_json else row[name] for name, is_json in columns)
 
 
+# --- trajectories prepared before they are stored ---------------------------------------------
+
+
+@dataclass
+class Prepared:
+    """A new imported trajectory's rows, built before it is stored (the reading thread of an
+    import builds them while the files before are written): its content hash, its trajectory
+    row (``trajectory_row``), its search document and its steps' rows (``encoded_step``)."""
+
+    digest: str
+    row: list
+    document: str
+    steps: list[tuple]
+
+
+def prepare(spec, digest: str, values: dict[str, Any]) -> Prepared:
+    """The rows of a canonical trajectory (``values``: its row's columns but ``id``, as for
+    ``insert_trajectories``; its source file and times are set by ``insert_prepared``)."""
+    document = search_document(values["prompt"], [search_fields(step) for step in spec.steps])
+    steps = [encoded_step(step) for step in spec.steps]
+    return Prepared(digest, trajectory_row(values), document, steps)
+
+
+def encoded_step(step) -> tuple:
+    """The row of a canonical step (``STEP_COLUMNS``), its JSON columns written (``JsonText``);
+    the trajectory id (first) is set by ``insert_prepared``."""
+    row = list(step_values(0, step))
+    for position in _STEP_JSON:
+        row[position] = JsonText(json_text(row[position]))
+    return tuple(row)
+
+
+def trajectory_row(values: dict[str, Any]) -> list:
+    """A trajectory's COPY row: every column (``_trajectory_columns``) from ``values`` or its
+    default, JSON as text; ``id`` is None."""
+    return list(next(_trajectory_rows([None], [values], _trajectory_columns())))
+
+
+@functools.cache
+def _positions() -> dict[str, int]:
+    return {name: number for number, (name, _) in enumerate(_trajectory_columns())}
+
+
+def insert_prepared(
+    prepared: list[Prepared], *, sources: list[int | None], now: datetime
+) -> tuple[list[int], list[tuple]]:
+    """PostgreSQL: write the trajectory rows of ``prepared`` (each with its source file, created
+    and finished ``now``, and its search vector); their ids, in order, and the rows of their
+    steps, each holding its trajectory's id (for ``insert_steps``)."""
+    ids = allocate_ids(Trajectory, len(prepared))
+    at = _positions()
+    steps = []
+    for pk, item, source in zip(ids, prepared, sources, strict=True):
+        row = item.row
+        row[at["id"]], row[at["source_file_id"]] = pk, source
+        row[at["created_at"]] = row[at["finished_at"]] = now
+        steps += [(pk, *step[1:]) for step in item.steps]
+    names = [name for name, _ in _trajectory_columns()]
+    _copy_searchable(names, (item.row for item in prepared), [p.document for p in prepared])
+    return ids, steps
+
+
 # --- raw sources ---------------------------------------------------------------------------------
 
 
@@ -286,9 +373,23 @@ def source_files(*, files: list[tuple[str, str, str, Packed | None]], user) -> l
             for pk, item in zip(ids, new.values(), strict=True)
         ]
         columns = list(rows[0])
-        _copy(SourceFile._meta.db_table, columns, (tuple(r.values()) for r in rows))
+        types = [_SOURCE_TYPES[column] for column in columns]  # binary: the bytes as they are
+        _copy(SourceFile._meta.db_table, columns, (tuple(r.values()) for r in rows), types)
         known.update(zip(new, ids, strict=True))
     return [known[d] if d else None for d in digests]
+
+
+_SOURCE_TYPES = {
+    "id": "int8",
+    "name": "text",
+    "format": "text",
+    "format_version": "text",
+    "sha256": "text",
+    "size": "int8",
+    "data": "bytea",
+    "imported_by_id": "int8",
+    "created_at": "timestamptz",
+}
 
 
 def _source_values(name, fmt, version, packed: Packed, imported_by) -> dict[str, Any]:

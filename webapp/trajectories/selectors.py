@@ -6,12 +6,15 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from functools import reduce
 from operator import or_
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from django.db.models import F, Q, QuerySet
 from django.db.models.functions import MD5, Left, Length
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 
 from trainer_core.recording.align import (
@@ -280,25 +283,31 @@ CHOICE_COLUMNS = {
     "source": "source",
     "format": "source_format",
 }
-CHOICES_TTL = 60  # seconds; a new trajectory anywhere refreshes the menus before that
+CHOICES_TTL = 60  # seconds between full counts; new trajectories are added at once
+CHOICES_KEY = "trajectories:choices"
 
 
-def _choice_counts(table: str) -> list[tuple[str, str, int]]:
-    """(menu, value, trajectories) of every menu's column, in one query: on PostgreSQL one scan
-    of the table with a grouping set per column (at 100,000 rows a third faster than a scan per
-    column), elsewhere a GROUP BY per column. The columns hold no NULL, so the one a row of a
-    grouping set is about is the one that is not NULL."""
+def _choice_counts(table: str, *, after: int = 0) -> list[tuple[str, str, int]]:
+    """(menu, value, trajectories) of every menu's column for the rows with an id above
+    ``after``, in one query: on PostgreSQL one scan of the table with a grouping set per column
+    (at 100,000 rows a third faster than a scan per column), elsewhere a GROUP BY per column. The
+    columns hold no NULL, so the one a row of a grouping set is about is the one that is not
+    NULL."""
     names, columns = list(CHOICE_COLUMNS), list(CHOICE_COLUMNS.values())
+    where = f"WHERE id > {int(after)}" if after else ""
     if connection.vendor != "postgresql":
         sql = " UNION ALL ".join(
-            f"SELECT '{name}', {column}, COUNT(*) FROM {table} GROUP BY {column}"
+            f"SELECT '{name}', {column}, COUNT(*) FROM {table} {where} GROUP BY {column}"
             for name, column in CHOICE_COLUMNS.items()
         )
         with connection.cursor() as cursor:
             cursor.execute(sql)
             return cursor.fetchall()
     sets = ", ".join(f"({column})" for column in columns)
-    sql = f"SELECT {', '.join(columns)}, COUNT(*) FROM {table} GROUP BY GROUPING SETS ({sets})"
+    sql = (
+        f"SELECT {', '.join(columns)}, COUNT(*) FROM {table} {where} "
+        f"GROUP BY GROUPING SETS ({sets})"
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql)
         found = cursor.fetchall()
@@ -309,30 +318,56 @@ def _choice_counts(table: str) -> list[tuple[str, str, int]]:
     return out
 
 
+def _menu_counts() -> dict[str, dict[str, int]]:
+    """value → trajectories of every menu, cached: counted in full at most every
+    ``CHOICES_TTL`` seconds, and in between only the trajectories added since the last count (an
+    index range scan on the id) as long as the trajectory that was the newest then is still there,
+    so an import that adds rows all the time costs each list page a small query, not a scan of
+    the table. A trajectory deleted (other than the newest) shows within ``CHOICES_TTL``."""
+    table = TrajectoryRow._meta.db_table
+    found = TrajectoryRow.objects.order_by("-id").values_list("id", "created_at").first()
+    newest = (found[0], found[1].timestamp()) if found else (0, 0.0)
+    cached = cache.get(CHOICES_KEY)
+    now = datetime.now(UTC).timestamp()
+    if cached and cached["newest"] == newest:
+        return cached["counts"]
+    after = cached["newest"][0] if cached and now - cached["full_at"] < CHOICES_TTL else 0
+    if 0 < after < newest[0] and _still_there(*cached["newest"]):
+        counts = {name: dict(values) for name, values in cached["counts"].items()}
+        full_at = cached["full_at"]
+    else:
+        counts, after, full_at = {name: {} for name in CHOICE_COLUMNS}, 0, now
+    for name, value, count in _choice_counts(table, after=after):
+        if value:
+            counts[name][value] = counts[name].get(value, 0) + count
+    timeout = max(1, int(CHOICES_TTL - (now - full_at)))
+    cache.set(CHOICES_KEY, {"newest": newest, "full_at": full_at, "counts": counts}, timeout)
+    return counts
+
+
+def _still_there(pk: int, created: float) -> bool:
+    row = TrajectoryRow.objects.filter(pk=pk).values_list("created_at", flat=True).first()
+    return row is not None and row.timestamp() == created
+
+
 def filter_choices(*, filters: Filters | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every distinct value of each filter menu's column with its number of trajectories, by
-    value: one query (``_choice_counts``), cached briefly and recomputed as
-    soon as a trajectory is added (the newest row's id and time are the cache key). A value
-    ``filters`` selects that no trajectory has any more is kept, with a count of 0."""
-    table = TrajectoryRow._meta.db_table
-    newest = TrajectoryRow.objects.order_by("-id").values_list("id", "created_at").first()
-    key = "trajectories:choices:" + (
-        "none" if newest is None else f"{newest[0]}:{newest[1].timestamp()}"
-    )
-    choices = cache.get(key)
-    if choices is None:
-        choices = {name: [] for name in CHOICE_COLUMNS}
-        for name, value, count in _choice_counts(table):
-            if value:
-                choices[name].append({"value": value, "count": count})
-        for values in choices.values():
-            values.sort(key=lambda v: v["value"].lower())
-        cache.set(key, choices, CHOICES_TTL)
+    value (``_menu_counts``: one query for the newest id, and a grouping query when rows were
+    added since the cached counts). A value ``filters`` selects that no trajectory has any more
+    is kept, with a count of 0."""
+    counts = _menu_counts()
+    choices = {
+        name: [
+            {"value": value, "count": count}
+            for value, count in sorted(values.items(), key=lambda item: item[0].lower())
+        ]
+        for name, values in counts.items()
+    }
     if filters is not None:
         for name, values in choices.items():
             chosen = getattr(filters, name)
             if chosen and all(v["value"] != chosen for v in values):
-                choices = {**choices, name: [*values, {"value": chosen, "count": 0}]}
+                choices[name] = [*values, {"value": chosen, "count": 0}]
     return choices
 
 
@@ -685,6 +720,32 @@ def trajectory_get(*, id: int, source_file: bool = True) -> TrajectoryRow:
 def step_get(*, trajectory_id: int, index: int) -> StepRow:
     """One step; Http404 when there is none."""
     return get_object_or_404(StepRow, trajectory_id=trajectory_id, index=index)
+
+
+#: image files a step may point at (``metadata.screenshot``) and the most of one served
+SCREENSHOT_TYPES = {".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png",
+                    ".webp": "image/webp"}  # fmt: skip
+SCREENSHOT_MAX_BYTES = 5 * 1024 * 1024
+
+
+def step_screenshot(*, trajectory_id: int, index: int) -> tuple[Path, str]:
+    """The screenshot file of one step and its content type: ``metadata.screenshot`` (a path
+    written by an environment, e.g. steplab/browser) only when it resolves — symlinks and
+    ``..`` followed — inside the data directory's ``screenshots`` folder and is an image file
+    of at most :data:`SCREENSHOT_MAX_BYTES`; Http404 otherwise (an imported log can name any
+    path: it is never read)."""
+    step = step_get(trajectory_id=trajectory_id, index=index)
+    named = step.metadata.get("screenshot") if isinstance(step.metadata, dict) else None
+    if not isinstance(named, str) or not named or "\x00" in named:
+        raise Http404("This step has no screenshot.")
+    root = (Path(settings.STEPLAB_DATA_DIR) / "screenshots").resolve()
+    path = (Path(settings.STEPLAB_DATA_DIR) / named).resolve()  # an absolute path stays itself
+    kind = SCREENSHOT_TYPES.get(path.suffix.lower())
+    if not path.is_relative_to(root) or kind is None or not path.is_file():
+        raise Http404("This step's screenshot is not there.")
+    if path.stat().st_size > SCREENSHOT_MAX_BYTES:
+        raise Http404("This step's screenshot is too large to show.")
+    return path, kind
 
 
 @dataclass(slots=True)

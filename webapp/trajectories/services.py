@@ -7,7 +7,8 @@
   that does not is reported, each file all or nothing (a zip: each member); the result has one
   row per file (format, trajectories, steps, duplicates, error). ``all_or_nothing=True`` stores
   nothing when any file is refused. Reading is bounded by the ``STEPLAB_IMPORT_MAX_*`` settings.
-  On PostgreSQL a thread reads the files while the ones read before are stored.
+  On PostgreSQL a thread reads the files, and builds the rows of their trajectories (with
+  their search documents: ``rows.prepare``), while the ones read before are stored.
 * import: canonical trajectories from ``trainer_core.recording.importers`` (tool steps and message
   steps, schema 1.1); a content hash over the ordered steps is unique among imports, so
   re-importing writes nothing and reports the duplicates. All or nothing. The rows go in in bulk
@@ -51,7 +52,7 @@ from webapp.trajectories import rows
 from webapp.trajectories.content import content_hash, without_nul
 from webapp.trajectories.models import Step, Trajectory
 from webapp.trajectories.rows import insert_steps as _insert_steps
-from webapp.trajectories.search import SEARCH_DOCUMENT, search_document
+from webapp.trajectories.search import SEARCH_DOCUMENT
 
 T = TypeVar("T")
 
@@ -210,11 +211,20 @@ class _ImportBatch:
     summary), the row of each file and the content hashes seen (a trajectory met again in a
     later part is a duplicate of the first)."""
 
-    def __init__(self, *, raw: dict[str, bytes] | None, user, packed: dict | None = None):
+    def __init__(
+        self,
+        *,
+        raw: dict[str, bytes] | None,
+        user,
+        packed: dict | None = None,
+        prepared: dict | None = None,
+    ):
         self.summary = ImportSummary()
         self.raw = raw or {}
         self.user = user
         self.packed: dict[int, rows.Packed] = packed if packed is not None else {}
+        # the rows of each result's trajectories, built by the reading thread (PostgreSQL)
+        self.prepared: dict[int, list[rows.Prepared]] = prepared if prepared is not None else {}
         self.table: dict[int, dict[str, Any]] = {}
         self.hashes: dict[str, tuple[str, int]] = {}
 
@@ -240,23 +250,24 @@ class _ImportBatch:
                 continue
             self.table[id(result)]["created"] += 1
             kept.append((result, spec, digest))
+        for result in results:
+            self.prepared.pop(id(result), None)  # ``planned`` holds what is needed
         if not kept:
             return
         sources = self._source_file_ids([r for r, _, _ in kept])
         now = timezone.now()
-        values = [_trajectory_values(spec, digest, sources[id(r)], now) for r, spec, digest in kept]
-        documents = None
         if connection.vendor == "postgresql":  # each row written with its search vector
-            documents = [
-                search_document(row["prompt"], [rows.search_fields(step) for step in spec.steps])
-                for row, (_, spec, _) in zip(values, kept, strict=True)
+            prepared = [p if isinstance(p, rows.Prepared) else _prepared(p, d) for _, p, d in kept]
+            ids = [sources[id(r)] for r, _, _ in kept]
+            created, steps = rows.insert_prepared(prepared, sources=ids, now=now)
+        else:
+            values = [_trajectory_values(s, d, sources[id(r)], now) for r, s, d in kept]
+            created = rows.insert_trajectories(values)
+            steps = [
+                rows.step_values(pk, step)
+                for pk, (_, spec, _) in zip(created, kept, strict=True)
+                for step in spec.steps
             ]
-        created = rows.insert_trajectories(values, documents)
-        steps = [
-            rows.step_values(pk, step)
-            for pk, (_, spec, _) in zip(created, kept, strict=True)
-            for step in spec.steps
-        ]
         _insert_steps(steps)
         summary.created += created
         messages = sum(1 for step in steps if step[2] == Step.Kind.MESSAGE)
@@ -278,13 +289,16 @@ class _ImportBatch:
         return {id(result): pk for result, pk in zip(unique, ids, strict=True)}
 
     def _unique(self, results: list[ImportResult]) -> list[tuple[ImportResult, int, Any, str]]:
-        """(result, index, spec, content hash) of every trajectory whose content this import has
-        not met yet; the others are reported as duplicates."""
+        """(result, index, spec or its prepared rows, content hash) of every trajectory whose
+        content this import has not met yet; the others are reported as duplicates."""
         planned = []
         for result in results:
             row = self.table[id(result)] = _file_row(result)
+            prepared = self.prepared.get(id(result))
             for index, spec in enumerate(result.trajectories):
-                digest = content_hash(spec)
+                if prepared is not None:
+                    spec = prepared[index]
+                digest = spec.digest if prepared is not None else content_hash(spec)
                 first = self.hashes.get(digest)
                 if first is not None:
                     self.summary.duplicates.append(
@@ -302,8 +316,26 @@ class _ImportBatch:
         return planned
 
 
+def _prepared(spec: TrajectorySpec, digest: str | None = None) -> rows.Prepared:
+    """The rows of a trajectory to import (PostgreSQL), built before it is stored."""
+    digest = digest or content_hash(spec)
+    return rows.prepare(spec, digest, _trajectory_values(spec, digest, None, None))
+
+
+def _prepare(result: ImportResult) -> list[rows.Prepared] | None:
+    """The rows of every trajectory of ``result``; None when one cannot be built (it is built
+    again when stored, where what refuses it is reported)."""
+    try:
+        return [_prepared(spec) for spec in result.trajectories]
+    except Exception:  # noqa: BLE001 - built again when stored, and reported there
+        return None
+
+
 def _trajectory_values(
-    spec: TrajectorySpec, digest: str, source_file_id: int | None, now: datetime.datetime
+    spec: TrajectorySpec,
+    digest: str,
+    source_file_id: int | None,
+    now: datetime.datetime | None,
 ) -> dict[str, Any]:
     """Every column of a new imported trajectory's row but its id."""
     failed = bool(spec.metadata.get("error"))  # the run errored (the importer says so)
@@ -464,6 +496,11 @@ class ImportRefused(ApplicationError):
 
 #: How many read files are stored together (one COPY of their rows) while the next ones are read.
 STORE_EVERY = 256
+#: ... but the first part is smaller: the database starts while the next files are read.
+STORE_FIRST = 32
+#: How many read files the reading thread hands over at once (each hand-over wakes the other
+#: thread, which then waits for its turn to run Python).
+HAND_OVER = 16
 
 
 def trajectories_import_files(
@@ -479,15 +516,15 @@ def trajectories_import_files(
     file stores nothing (ImportRefused, with the table). ``on_parsed(done, total,
     results_so_far)`` is called after each path (the import job reports progress with it).
 
-    One transaction: on PostgreSQL the files are read by a thread while the ones read before
-    are stored (``STORE_EVERY`` at a time), so reading and the database's work overlap; when
-    the database refuses the transaction (a value no check foresaw), every file that reads is
-    stored on its own so that only the file it refuses is left out (reported)."""
-    packed: dict[int, rows.Packed] = {}
-    reading = _read_paths(paths=paths, format=format, on_parsed=on_parsed, packed=packed)
+    One transaction: on PostgreSQL the files are read, and their rows built, by a thread while
+    the ones read before are stored (``STORE_EVERY`` at a time, the first part ``STORE_FIRST``),
+    so reading and the database's work overlap; when the database refuses the transaction (a
+    value no check foresaw), every file that reads is stored on its own so that only the file
+    it refuses is left out (reported)."""
+    batch = _ImportBatch(raw=None, user=user, packed={}, prepared={})
+    reading = _read_paths(paths=paths, format=format, on_parsed=on_parsed, batch=batch)
     outcomes: list[ImportResult | ImportFailure] = []
     try:
-        batch = _ImportBatch(raw=None, user=user, packed=packed)
         summary = _store_as_read(reading, outcomes, batch=batch, all_or_nothing=all_or_nothing)
     except _DatabaseRefused as refused:
         outcomes.extend(outcome for found in reading for outcome in found)  # the rest
@@ -508,10 +545,14 @@ def trajectories_import_files(
     return summary
 
 
-def _read_paths(*, paths: list[str], format: str | None, on_parsed, packed: dict) -> Iterator[list]:
+def _read_paths(
+    *, paths: list[str], format: str | None, on_parsed, batch: _ImportBatch
+) -> Iterator[list]:
     """The outcomes of each path in turn (a thread reads ahead on PostgreSQL); the bytes of
-    each file that reads are packed (``packed[id(result)]``) as it is read."""
+    each file that reads are packed (``batch.packed[id(result)]``) as it is read, and on
+    PostgreSQL the rows of its trajectories are built (``batch.prepared``)."""
     limits = import_limits()
+    prepare = connection.vendor == "postgresql"
 
     def read() -> Iterator[list]:
         results: list[ImportResult] = []
@@ -521,7 +562,10 @@ def _read_paths(*, paths: list[str], format: str | None, on_parsed, packed: dict
                 if isinstance(outcome, ImportResult):
                     results.append(outcome)
                     if outcome.data:
-                        packed[id(outcome)] = rows.pack(outcome.data)
+                        batch.packed[id(outcome)] = rows.pack(outcome.data)
+                    prepared = _prepare(outcome) if prepare else None
+                    if prepared is not None:
+                        batch.prepared[id(outcome)] = prepared
             if on_parsed is not None:
                 on_parsed(number, len(paths), results)
             yield found
@@ -530,7 +574,27 @@ def _read_paths(*, paths: list[str], format: str | None, on_parsed, packed: dict
         # SQLite: one writer at a time (a progress callback writes too): read, then store
         outcomes = list(read())
         return (found for found in outcomes)
-    return _read_ahead(read())
+    return _unchunked(_read_ahead(_chunks(read(), HAND_OVER), ahead=STORE_EVERY // HAND_OVER))
+
+
+def _chunks(items: Iterator[T], size: int) -> Iterator[list[T]]:
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _unchunked(chunks: Iterator[list[T]]) -> Iterator[T]:
+    """The items of ``chunks`` in turn; closing it closes ``chunks``."""
+    try:
+        for chunk in chunks:
+            yield from chunk
+    finally:
+        chunks.close()  # type: ignore[attr-defined]
 
 
 class _DatabaseRefused(Exception):
@@ -552,7 +616,7 @@ def _store_as_read(
         for found in reading:
             outcomes.extend(found)
             waiting += [o for o in found if isinstance(o, ImportResult)]
-            if len(waiting) >= STORE_EVERY:
+            if len(waiting) >= (STORE_EVERY if batch.table else STORE_FIRST):  # table: stored
                 _store_part(batch, waiting)
                 waiting = []
         refused = [o for o in outcomes if isinstance(o, ImportFailure)]

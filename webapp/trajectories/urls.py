@@ -17,4 +17,5 @@ urlpatterns = [
     path("<int:pk>/download.json", views.trajectory_download, name="download"),
     path("<int:pk>/raw/", views.trajectory_raw, name="raw"),
     path("<int:pk>/steps/<int:index>/observation/", views.step_observation, name="observation"),
+    path("<int:pk>/steps/<int:index>/screenshot/", views.step_screenshot, name="screenshot"),
 ]

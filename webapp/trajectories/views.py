@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.contrib import messages
-from django.http import Http404, HttpResponse
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
@@ -77,6 +77,16 @@ def step_observation(request, pk: int, index: int):
     """The whole observation of one step, loaded on demand."""
     step = selectors.step_get(trajectory_id=pk, index=index)
     return render(request, "trajectories/detail.html#observation", {"step": step})
+
+
+@requires(Need.READ)
+def step_screenshot(request, pk: int, index: int):
+    """A step's screenshot (a file an environment wrote under the data directory)."""
+    path, content_type = selectors.step_screenshot(trajectory_id=pk, index=index)
+    response = FileResponse(path.open("rb"), content_type=content_type)
+    response["Cache-Control"] = "private, max-age=3600"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 @requires(Need.READ)

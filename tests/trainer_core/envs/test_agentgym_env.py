@@ -1,6 +1,7 @@
-"""steplab/agentgym against a loopback server that speaks AgentGym's environment-server protocol
-(tests/trainer_core/envs/agentgym_server.py: /create, /step, /reset, /observation, /close, errors
-as {"error"} with status 200) with a tiny TextCraft-like game."""
+"""steplab/agentgym (env_name textcraft, the default) against the loopback TextCraft server
+(tests/trainer_core/envs/agentgym_server.py, reproducing agentenv-textcraft's server.py: /create,
+/step, /reset, /observation, /close, errors as {"error"} with status 200, FastAPI's 422) with a
+tiny TextCraft-like game."""
 
 from __future__ import annotations
 
@@ -139,10 +140,11 @@ def test_errors_at_status_200(server):
         # observation; the episode goes on.
         import httpx2
 
-        httpx2.post(f"{server.url}/close", json={"id": env.env_id}).raise_for_status()
+        closed = httpx2.post(f"{server.url}/close", json={"id": env.env_id})
+        assert closed.status_code == 200 and closed.json() is True
         ts = env.step(act("inventory"))
         assert ts.info["error"] == "env_error" and not ts.done
-        assert "has been deleted" in ts.observation
+        assert f"The id {env.env_id} is not valid." in ts.observation
     finally:
         env.close()
 
@@ -170,7 +172,7 @@ def test_close_sends_close_and_leaves_no_thread(server):
     env_id = env.env_id
     env.close()
     assert posts(server, "/close") == [{"id": env_id}]
-    assert env_id in server.state.deleted
+    assert env_id not in server.games
     env.close()  # twice is fine; nothing more is sent
     assert len(posts(server, "/close")) == 1
 
@@ -212,3 +214,71 @@ def test_configuration_errors():
         AgentGymEnv("http://127.0.0.1:36001", data_idx_from="random")
     with pytest.raises(ConfigError, match="reset"):
         AgentGymEnv("http://127.0.0.1:36001").step(act("inventory"))
+
+
+def test_env_name_picks_the_protocol_and_an_unknown_one_lists_the_supported():
+    from trainer_core.envs.agentgym import SUPPORTED, server_spec
+
+    assert SUPPORTED == (
+        "textcraft", "babyai", "sciworld", "alfworld", "maze", "wordle", "webshop", "sqlgym",
+        "searchqa", "weather", "movie", "academia", "todo", "sheet", "webarena",
+    )  # fmt: skip
+    assert server_spec(None).name == "textcraft"
+    assert server_spec("agentgym/WebShop").name == "webshop"
+    assert server_spec("ScienceWorld").name == "sciworld"
+    assert server_spec("LMRL-Gym.maze").name == "maze"
+    with pytest.raises(
+        ConfigError, match=r"'webshopp'.*Did you mean 'webshop'.*Supported: textcraft, babyai"
+    ):
+        AgentGymEnv("http://127.0.0.1:36001", env_name="webshopp")
+    with pytest.raises(ConfigError, match="Supported: .*webarena"):
+        make("steplab/agentgym", base_url="http://127.0.0.1:36001", env_name="minecraft")
+    with pytest.raises(ConfigError, match="create_params are for TextCraft"):
+        AgentGymEnv("http://127.0.0.1:36001", env_name="webshop", create_params={"goal": "x"})
+    with pytest.raises(ConfigError, match="reset_params must be an object"):
+        AgentGymEnv("http://127.0.0.1:36001", env_name="alfworld", reset_params=["Text"])
+    with pytest.raises(ConfigError, match="max_observation_chars"):
+        AgentGymEnv("http://127.0.0.1:36001", max_observation_chars=0)
+
+
+def test_observations_and_answers_are_bounded(server):
+    env = AgentGymEnv(server.url, max_observation_chars=20)
+    try:
+        ts = env.reset(task="x", seed=0)
+        assert ts.observation.startswith("Crafting commands:\n")
+        assert ts.observation.endswith("more characters cut]")
+        assert len(ts.observation) < 60
+    finally:
+        env.close()
+    small = AgentGymEnv(server.url, max_answer_bytes=50)
+    with pytest.raises(EnvironmentUnavailable, match="answered more than 50 bytes"):
+        small.reset(task="x")
+    small.close()
+
+
+def test_a_server_that_does_not_answer_is_a_timeout(server):
+    release = threading.Event()
+    step = server.routes[("POST", "/step")]
+    server.routes[("POST", "/step")] = type(step)(lambda body: release.wait(5) and {}, step.fields)
+    env = AgentGymEnv(server.url, timeout=0.2)
+    try:
+        env.reset(task="x")
+        with pytest.raises(EnvironmentUnavailable, match="did not answer POST .*/step within 0.2s"):
+            env.step(act("inventory"))
+    finally:
+        release.set()
+        env.close()
+
+
+def test_every_supported_server_names_the_loopback_that_checks_it():
+    import importlib
+
+    from trainer_core.envs.agentgym.protocols import COMMIT, SPECS
+
+    for spec in SPECS.values():
+        module_name, _, class_name = spec.checked.partition(":")
+        module = importlib.import_module(f"tests.trainer_core.envs.{module_name}")
+        cls = getattr(module, class_name)
+        cited = f"{module.__doc__}\n{cls.__doc__}"
+        assert COMMIT in cited, spec.name
+        assert spec.source in cited or spec.source.replace(spec.name, "<name>") in cited, spec.name

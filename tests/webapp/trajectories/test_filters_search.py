@@ -125,8 +125,27 @@ def test_the_menus_are_one_query_cached_and_a_new_trajectory_refreshes_them(view
             )
         ]
     )
-    body = viewer.get(reverse("trajectories:list")).content.decode()
+    with CaptureQueriesContext(connection) as refresh:
+        body = viewer.get(reverse("trajectories:list")).content.decode()
     assert _menu(body, "agent")["brand-new-agent"] == 1
+    assert _menu(body, "agent") == {
+        **{v["value"]: v["count"] for v in choices["agent"]},
+        "brand-new-agent": 1,
+    }
+    # only the trajectory added since the cached counts is counted again, not the whole table
+    grouping = [q["sql"] for q in refresh.captured_queries if "GROUP BY" in q["sql"]]
+    assert len(grouping) == 1 and "WHERE id >" in grouping[0]
+
+
+def test_the_menus_count_again_in_full_when_the_newest_counted_trajectory_is_gone(viewer):
+    rows = _mixed_rows(320)
+    viewer.get(reverse("trajectories:list"))  # counted and cached
+    newest = max(rows, key=lambda row: row.pk)
+    newest.delete()  # the counts' base is gone: adding rows on top of it would be wrong
+    TrajectoryRow.objects.create(agent="later-agent", model="m", domain="d", source="import")
+    body = viewer.get(reverse("trajectories:list")).content.decode()
+    expected = Counter(TrajectoryRow.objects.values_list("agent", flat=True))
+    assert _menu(body, "agent") == dict(expected)
 
 
 def test_a_selected_value_no_trajectory_has_stays_in_its_menu(viewer):

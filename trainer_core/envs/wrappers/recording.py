@@ -9,6 +9,7 @@ from typing import Any
 
 from trainer_core.envs.core import AgentEnv, TimeStep, parse_action
 from trainer_core.envs.wrappers.base import Wrapper
+from trainer_core.recording.dialogue import action_steps, message_step, reported_messages
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
 
 _OUTCOME_FIELDS = ("success", "score", "tests_passed", "tests_failed", "partial_credit", "metadata")
@@ -19,7 +20,9 @@ class Recorder(Wrapper):
     ``trajectories`` keeps finished ones; ``on_episode(trajectory)`` is called when one ends.
 
     An env reports details through ``TimeStep.info``: ``exit_code``, ``error``, ``tool`` (the
-    canonical name after aliases), and on the last step ``outcome`` (a dict of Outcome fields).
+    canonical name after aliases), ``messages`` (dialogue turns, recorded as message steps:
+    :mod:`trainer_core.recording.dialogue`), and on the last step ``outcome`` (a dict of
+    Outcome fields).
     """
 
     def __init__(
@@ -58,6 +61,9 @@ class Recorder(Wrapper):
             environment=spec.id if spec else type(self.env.unwrapped).__name__,
             metadata={"seed": seed, "initial_observation": ts.observation},
         )
+        started = datetime.now(UTC)
+        for i, message in enumerate(reported_messages(ts.info)):
+            self.trajectory.steps.append(message_step(i, message, started_at=started))
         self._episode_start = time.monotonic()
         return ts
 
@@ -77,20 +83,20 @@ class Recorder(Wrapper):
                 dict(parsed.params),
                 parsed.thought or "",
             )
-        self.trajectory.steps.append(
-            Step(
-                index=len(self.trajectory.steps),
-                thought=thought,
-                tool=tool,
-                params=params,
-                observation=ts.observation,
-                exit_code=ts.info.get("exit_code"),
-                error=ts.info.get("error"),
-                started_at=started,
-                duration=round(float(ts.info.get("duration", duration)), 6),
-                reward=ts.reward,
-            )
+        step = Step(
+            index=len(self.trajectory.steps),
+            thought=thought,
+            tool=tool,
+            params=params,
+            observation=ts.observation,
+            exit_code=ts.info.get("exit_code"),
+            error=ts.info.get("error"),
+            started_at=started,
+            duration=round(float(ts.info.get("duration", duration)), 6),
+            reward=ts.reward,
         )
+        messages = reported_messages(ts.info) if not isinstance(parsed, str) else []
+        self.trajectory.steps.extend(action_steps(step, messages))
         self.trajectory.usage.duration = round(time.monotonic() - self._episode_start, 6)
         if ts.done:
             self._finish(ts)

@@ -2,8 +2,10 @@
 
 Each suite is a named list of tasks with a domain and an environment id. The modules that
 build them are imported lazily (``builtin_suites()``), so importing trainer_core stays light.
-The suites used for learning (arithmetic, lookup) come as disjoint train / validation / test
-task sets: no task text or answer (for lookup: no record, name or id either) in common.
+The suites used for learning (arithmetic, lookup, customer service, the web shop, booking site
+and wiki) come as disjoint train / validation / test task sets: no task text or answer (for
+lookup: no record, name or id either; for the web sites: no brand, product, restaurant, place or
+person name, nor id) in common.
 """
 
 from __future__ import annotations
@@ -76,8 +78,106 @@ def _lookup_suites() -> list[TaskSuite]:
     return suites
 
 
+def _customer_service_suites() -> list[TaskSuite]:
+    from trainer_core.tasks.suites.customer_service import (
+        DEFAULT_SIZES,
+        SPLITS,
+        TEMPLATES,
+        customer_service_tasks,
+    )
+
+    suites = []
+    for split, n in DEFAULT_SIZES.items():
+        first = SPLITS[split][0]
+        description = (
+            f"Customer service, {split} split (tau-bench style): a simulated customer with a "
+            f"hidden goal, tools over a small database, the final state decides; "
+            f"{len(TEMPLATES)} templates, seeds {first}..{first + n - 1}. No name, id, email, "
+            "address or task text in common with the other splits."
+        )
+        suites.append(
+            TaskSuite(
+                f"customer-service-{split}",
+                "customer-service",
+                "steplab/customer-service",
+                description,
+                customer_service_tasks(split, n),
+            )
+        )
+    return suites
+
+
+def _web_shop_suites() -> list[TaskSuite]:
+    from trainer_core.tasks.suites.web_shop import DEFAULT_SIZES, SPLITS, TEMPLATES, shop_tasks
+
+    suites = []
+    for split, n in DEFAULT_SIZES.items():
+        first = SPLITS[split][0]
+        description = (
+            f"Web shop, {split} split (steplab/browser): a generated shop served on loopback "
+            f"and driven through Chromium — questions to answer and carts to fill; "
+            f"{len(TEMPLATES)} templates, seeds {first}..{first + n - 1}. No brand, product "
+            "name, id, task text or answer in common with the other splits."
+        )
+        suites.append(
+            TaskSuite(
+                f"web-shop-{split}", "browser", "steplab/browser", description, shop_tasks(split, n)
+            )
+        )
+    return suites
+
+
+def _web_site_suites() -> list[TaskSuite]:
+    """The booking site's and the wiki's task sets (``web-booking-*``, ``web-wiki-*``)."""
+    from trainer_core.tasks.suites import web_booking, web_wiki
+
+    kinds = [
+        (
+            "booking",
+            web_booking,
+            web_booking.booking_tasks,
+            "Booking site, {split} split (steplab/browser): a generated restaurant booking site "
+            "served on loopback and driven through Chromium — search forms, a booking form with "
+            "validation, my bookings (change, cancel); the bookings at the end decide",
+        ),
+        (
+            "wiki",
+            web_wiki,
+            web_wiki.wiki_tasks,
+            "Wiki, {split} split (steplab/browser): a generated reference wiki served on loopback "
+            "and driven through Chromium — answers that take following 2-4 links, past "
+            "disambiguation pages and near-duplicate titles",
+        ),
+    ]
+    suites = []
+    for kind, module, make_tasks, what in kinds:
+        for split, n in module.DEFAULT_SIZES.items():
+            first = module.SPLITS[split][0]
+            description = (
+                what.format(split=split) + f"; {len(module.TEMPLATES)} templates, seeds "
+                f"{first}..{first + n - 1}. No name, id, task text or answer in common with the "
+                "other splits."
+            )
+            suites.append(
+                TaskSuite(
+                    f"web-{kind}-{split}",
+                    "browser",
+                    "steplab/browser",
+                    description,
+                    make_tasks(split, n),
+                )
+            )
+    return suites
+
+
 def builtin_suites() -> dict[str, TaskSuite]:
-    suites = [*_arithmetic_suites(), *_lookup_suites()]
+    suites = [
+        *_arithmetic_suites(),
+        *_lookup_suites(),
+        *_customer_service_suites(),
+        *_web_shop_suites(),
+        *_web_site_suites(),
+    ]
     try:
         from trainer_core.tasks.suites.coding import coding_suite
     except ImportError:

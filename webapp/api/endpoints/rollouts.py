@@ -29,6 +29,9 @@ class CollectIn(Schema):
 
     task_set: int = Field(description="the task set's id")
     policy: int = Field(description="the policy's id")
+    user_policy: int | None = Field(
+        None, description="the policy that plays a conversation environment's simulated user"
+    )
     environment: str = Field("", description="empty: the task set's own environment")
     episodes_per_task: int = Field(1, description="1 to 1000")
     max_steps: int = Field(20, description="1 to 500")
@@ -50,6 +53,7 @@ class CollectRunOut(Schema):
     task_set: str
     policy_id: int
     policy: str
+    user_policy_id: int | None = Field(description="who plays the simulated user; null: scripted")
     environment: str
     episodes_per_task: int
     max_steps: int
@@ -118,6 +122,7 @@ def collect_run_out(run) -> dict[str, Any]:
         "task_set": run.task_set.name,
         "policy_id": run.policy_id,
         "policy": run.policy.name,
+        "user_policy_id": run.user_policy_id,
         **{name: getattr(run, name) for name in RUN_FIELDS},
     }
 
@@ -149,6 +154,7 @@ def collect_run_launch(request, payload: CollectIn):
             seed=data["seed"] or 0,
             spend_cap_usd=data["spend_cap_usd"],
             user=request.auth,
+            user_policy=data["user_policy"],
         )
     except ApplicationError as exc:
         raise refused(exc) from None
