@@ -748,6 +748,25 @@ def step_screenshot(*, trajectory_id: int, index: int) -> tuple[Path, str]:
     return path, kind
 
 
+def screenshot_files(*, trajectory_id: int) -> list[Path]:
+    """The screenshot files the steps of a trajectory point at that lie inside the data
+    directory's ``screenshots`` folder (anything else an imported log names is not ours)."""
+    root = (Path(settings.STEPLAB_DATA_DIR) / "screenshots").resolve()
+    named = (
+        StepRow.objects.filter(trajectory_id=trajectory_id, metadata__has_key="screenshot")
+        .values_list("metadata__screenshot", flat=True)
+        .iterator()
+    )
+    found = []
+    for name in named:
+        if not isinstance(name, str) or not name or "\x00" in name:
+            continue
+        path = (Path(settings.STEPLAB_DATA_DIR) / name).resolve()
+        if path.is_relative_to(root) and path.suffix.lower() in SCREENSHOT_TYPES:
+            found.append(path)
+    return found
+
+
 @dataclass(slots=True)
 class PageStep:
     """A step as the trajectory page shows it (``trajectory_steps_chunk``): everything but its

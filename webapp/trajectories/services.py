@@ -48,7 +48,7 @@ from webapp.common.errors import ApplicationError
 from webapp.jobs.models import Job
 from webapp.jobs.names import Kinds
 from webapp.jobs.services import job_enqueue
-from webapp.trajectories import rows
+from webapp.trajectories import rows, selectors
 from webapp.trajectories.content import content_hash, without_nul
 from webapp.trajectories.models import Step, Trajectory
 from webapp.trajectories.rows import insert_steps as _insert_steps
@@ -722,8 +722,21 @@ def trajectory_delete(*, trajectory: Trajectory) -> dict[str, int]:
             f"Trajectory {trajectory.pk} is still running: cancel its job (or wait) first."
         )
     with transaction.atomic():
+        shots = selectors.screenshot_files(trajectory_id=trajectory.pk)
         _, counts = Trajectory.objects.filter(pk=trajectory.pk).delete()
+        transaction.on_commit(lambda: _remove_screenshots(shots))
     return {label.rsplit(".", 1)[-1].lower(): n for label, n in counts.items()}
+
+
+def _remove_screenshots(paths: list[Path]) -> None:
+    """Remove a deleted trajectory's screenshot files, and their episode folders once empty."""
+    root = (Path(settings.STEPLAB_DATA_DIR) / "screenshots").resolve()
+    for path in paths:
+        path.unlink(missing_ok=True)
+    for folder in {path.parent for path in paths}:
+        if folder != root and folder.is_relative_to(root):
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
 
 
 # --- uploads -------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ absolute path, ``..``, a symlink out, a file that is not an image) is never read
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -48,9 +49,7 @@ def shots_dir():
     folder = Path(settings.STEPLAB_DATA_DIR) / "screenshots" / "episode-test"
     folder.mkdir(parents=True, exist_ok=True)
     yield folder
-    for path in folder.iterdir():
-        path.unlink()
-    folder.rmdir()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_steps_screenshot_shows_and_paths_outside_the_folder_are_refused(
@@ -95,9 +94,7 @@ def test_a_step_without_a_screenshot_has_no_thumbnail(viewer):
 
 
 @pytest.mark.parametrize("on", [True, False])
-def test_the_app_gives_browser_episodes_the_data_directory_and_the_screenshot_setting(
-    settings, on
-):
+def test_the_app_gives_browser_episodes_the_data_directory_and_the_screenshot_setting(settings, on):
     from webapp.rollouts.services import environment_make
 
     settings.STEPLAB_BROWSER_SCREENSHOTS = on
@@ -109,3 +106,18 @@ def test_the_app_gives_browser_episodes_the_data_directory_and_the_screenshot_se
         env.close()
     other = environment_make(env_id="steplab/arithmetic")  # takes neither: nothing given
     other.close()
+
+
+def test_deleting_a_trajectory_removes_its_screenshots_and_nothing_outside_the_folder(
+    shots_dir, tmp_path, django_capture_on_commit_callbacks
+):
+    mine = shots_dir / "step-000.jpg"
+    mine.write_bytes(JPEG)
+    outside = tmp_path / "keep.jpg"
+    outside.write_bytes(JPEG)
+    row = _import([str(mine), str(outside), "screenshots/../../keep.jpg"])
+    with django_capture_on_commit_callbacks(execute=True):
+        services.trajectory_delete(trajectory=row)
+    assert not mine.exists()
+    assert outside.exists(), "a path an imported log names outside the folder is never touched"
+    assert not shots_dir.exists(), "the episode's folder goes once empty"
