@@ -50,6 +50,9 @@ class CustomerServiceEnv(ProfileEnv):
     """A database, a simulated user, and the tools over both (see the module docstring)."""
 
     profile_name = "customer-service"
+    #: a model's plain-text turn is a ``respond`` to the customer, as in tau-bench
+    #: (:func:`trainer_core.policies.base.text_reply`)
+    text_reply = ("respond", "message")
 
     def __init__(self, split: str = "train", user: Any = None):
         super().__init__()

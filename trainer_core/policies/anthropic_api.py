@@ -141,6 +141,8 @@ class AnthropicPolicy(ApiPolicy):
             all_text = "\n\n".join(
                 b.text.strip() for b in message.content if b.type == "text" and b.text.strip()
             )
+            if all_text and message.stop_reason != "max_tokens":
+                metadata["plain_text"] = True
             return Decision(
                 action=None,
                 usage=usage,

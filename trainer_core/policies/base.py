@@ -23,7 +23,7 @@ Failures that are not the model's fault (the API is down, the key is missing) ra
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ __all__ = [
     "decide_many",
     "invalid_output_observation",
     "play_step",
+    "text_reply",
 ]
 
 #: ``native``: the backend's own tool calling (Anthropic tool_use, OpenAI tool_calls, the chat
@@ -151,6 +152,29 @@ def decide_many(
     if len(policies) > 1 and together is not None and len({type(p) for p in policies}) == 1:
         return together(policies, [(o, list(h), list(t)) for o, h, t in requests])
     return [decide(p, *request) for p, request in zip(policies, requests, strict=True)]
+
+
+def text_reply(env: AgentEnv, decision: Decision) -> Decision:
+    """The decision an environment that talks to someone takes a plain-text answer as.
+
+    An environment with ``text_reply = (tool, parameter)`` (steplab/customer-service:
+    ``("respond", "message")``) takes a model's turn that is plain text — no tool call at all,
+    not cut off: ``decision.metadata["plain_text"]``, set by the policies — as that tool called
+    with the text, as tau-bench takes text as ``respond``. Anything else is returned unchanged
+    (a malformed call stays malformed)."""
+    target = getattr(env.unwrapped if hasattr(env, "unwrapped") else env, "text_reply", None)
+    text = (decision.raw or "").strip()
+    if decision.action is not None or not target or not decision.metadata.get("plain_text"):
+        return decision
+    if not text:
+        return decision
+    tool, parameter = target
+    return replace(
+        decision,
+        action={"tool": tool, "params": {parameter: text}, "thought": ""},
+        error=None,
+        metadata={**decision.metadata, "text_reply": True},
+    )
 
 
 def play_step(env: AgentEnv, decision: Decision) -> TimeStep:

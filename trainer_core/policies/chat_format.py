@@ -555,6 +555,16 @@ def _kind(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
+def is_plain_text(text: str, finish_reason: str | None = None) -> bool:
+    """Whether a generated assistant turn is plain text: something written, no trace of a tool
+    call, and not cut off at the token limit (see :func:`~trainer_core.policies.base.text_reply`)."""
+    if not isinstance(text, str) or finish_reason == "length":
+        return False
+    end = text.find(IM_END)
+    body = (text[:end] if end >= 0 else text).strip()
+    return bool(body) and TOOL_CALL_START not in body and TOOL_CALL_END not in body
+
+
 def parse_assistant(text: str) -> dict[str, Any] | str:
     """A generated assistant turn → the action ``{"tool", "params", "thought"}``, or a message
     saying what is wrong (ready for :func:`~trainer_core.policies.base.invalid_output_observation`).

@@ -712,6 +712,9 @@ class InferenceServerSampler:
         ids = chat_format.tokenize(messages, tokenizer, add_generation_prompt=True).input_ids
         generation = self.generate_ids([ids])[0]
         parsed = chat_format.parse_assistant(generation.text)
+        plain = not isinstance(parsed, dict) and chat_format.is_plain_text(
+            generation.text, generation.finish_reason
+        )
         return Decision(
             action=parsed if isinstance(parsed, dict) else None,
             usage=Usage(
@@ -729,6 +732,7 @@ class InferenceServerSampler:
                 "finish_reason": generation.finish_reason,
                 "engine": self.engine,
                 "version": self.version,
+                **({"plain_text": True} if plain else {}),
             },
         )
 

@@ -471,6 +471,10 @@ class LocalHFPolicy:
             raw=generation.text,
             metadata={"prompt_format": "native", "finish_reason": generation.finish_reason},
         )
+        if decision.action is None and chat_format.is_plain_text(
+            generation.text, generation.finish_reason
+        ):
+            decision.metadata["plain_text"] = True
         if self.return_logprobs:
             decision.prompt_token_ids = generation.prompt_token_ids
             decision.token_ids = generation.token_ids

@@ -167,6 +167,8 @@ class OpenAICompatPolicy(ApiPolicy):
                 )
             else:
                 problem = "you answered without calling a tool."
+                if text.strip():
+                    metadata["plain_text"] = True
             return Decision(action=None, usage=usage, error=problem, raw=text, metadata=metadata)
         call = calls[0]
         metadata["tool_call_id"] = call.id

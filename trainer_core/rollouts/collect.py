@@ -44,7 +44,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from trainer_core.errors import ConfigError
-from trainer_core.policies.base import Decision, Turn, Usage, decide, decide_many, play_step
+from trainer_core.policies.base import (
+    Decision,
+    Turn,
+    Usage,
+    decide,
+    decide_many,
+    play_step,
+    text_reply,
+)
 from trainer_core.recording.dialogue import action_steps, message_step, reported_messages
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory
 from trainer_core.recording.schema import Usage as UsageRecord
@@ -277,6 +285,7 @@ class _Episode:
     ) -> None:
         """Play a decision: step the environment, record the step, call ``on_step``."""
         state = self.state
+        decision = text_reply(self.env, decision)
         state.total = state.total + decision.usage
         if keep_decisions:
             state.decisions.append(decision)

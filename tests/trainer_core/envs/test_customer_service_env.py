@@ -209,6 +209,33 @@ def test_a_plain_text_answer_of_the_user_model_is_the_message():
         assert user.reply("Anything else?") == STOP
 
 
+def test_an_agents_plain_text_turn_is_a_respond_and_a_cut_off_one_stays_invalid():
+    """As tau-bench takes text as ``respond``: the customer hears the agent's text; text cut off
+    at the token limit is still an invalid output (the customer hears nothing)."""
+    task = customer_service_task(0)
+    with FakeLLMServer() as server:
+        server.enqueue(
+            openai_completion("Hello! How can I help you today?"),
+            openai_completion("I will look that up for", finish_reason="length"),
+            openai_completion(
+                None, [openai_tool_call("transfer_to_human_agents", {"summary": "x"})]
+            ),
+        )
+        agent = OpenAICompatPolicy(
+            "agent-model", base_url=server.openai_base_url, api_key_env=None, timeout=5.0
+        )
+        env = make("steplab/customer-service")
+        result = run_episode(env, agent, EpisodeSpec(task, 0, 1), max_steps=5)
+    assert result.error is None
+    steps = result.trajectory.steps
+    said = [s for s in steps if s.kind == "message" and s.role == "assistant"]
+    assert [s.text for s in said] == ["Hello! How can I help you today?"]
+    heard = steps[steps.index(said[0]) + 1]
+    assert heard.role == "user" and heard.text  # the customer answered the text
+    invalid = [s for s in steps if s.tool == "invalid_output"]
+    assert len(invalid) == 1 and "cut off" in invalid[0].observation
+
+
 # --- the episode's steps ---------------------------------------------------------------------------
 
 

@@ -343,3 +343,18 @@ def test_trajectory_to_messages_matches_the_policy_messages():
     # steps are taken in index order
     shuffled = trajectory.model_copy(update={"steps": list(reversed(trajectory.steps))})
     assert cf.trajectory_to_messages(shuffled, system="Be brief.") == episode()
+
+
+@pytest.mark.parametrize(
+    ("text", "finish", "plain"),
+    [
+        ("Hello, how can I help?", "stop", True),
+        ("Hello<|im_end|>trailing", "stop", True),
+        ("I will look it up for", "length", False),
+        ("   \n", "stop", False),
+        ('<tool_call>{"name": "x"', "stop", False),
+        ('oops {"a": 1}</tool_call>', "stop", False),
+    ],
+)
+def test_plain_text_is_written_text_without_any_trace_of_a_call(text, finish, plain):
+    assert cf.is_plain_text(text, finish) is plain
