@@ -105,7 +105,12 @@ def test_a_policy_plays_the_customer_of_a_collect_run(celery_worker, operator):
             name="customer-model",
             kind="openai",
             model="user-model",
-            parameters={"base_url": server.openai_base_url, "api_key_env": None},
+            parameters={
+                "base_url": server.openai_base_url,
+                "api_key_env": None,
+                "price_in": 1.0,
+                "price_out": 2.0,
+            },
         )
         run = services.collect_launch(
             task_set=task_set,
@@ -125,6 +130,11 @@ def test_a_policy_plays_the_customer_of_a_collect_run(celery_worker, operator):
         s for s in trajectory.steps.order_by("index") if s.kind == "message" and s.role == "user"
     ]
     assert calls == len(customer_turns) >= 3  # the opening and each reply came from the model
+    # the customer's model cost counts for the run (the scripted agent costs nothing)
+    billed = [s.metadata.get("user_cost", 0.0) for s in trajectory.steps.all()]
+    assert run.cost_usd > 0 and run.cost_usd == pytest.approx(sum(billed))
+    one_call = (10 * 1.0 + 5 * 2.0) / 1_000_000  # the fake server's usage at the set prices
+    assert run.cost_usd == pytest.approx(calls * one_call)
 
 
 def test_a_user_policy_is_refused_for_an_environment_without_a_simulated_user(operator):

@@ -63,6 +63,7 @@ class CustomerServiceEnv(ProfileEnv):
         self.user: UserSimulator | None = None
         self.db: dict[str, Any] = {}
         self.said: list[str] = []
+        self._user_billed = 0.0
         for name in DATABASE_TOOLS:
             setattr(self, f"tool_{name}", functools.partial(self._database, name))
 
@@ -78,6 +79,7 @@ class CustomerServiceEnv(ProfileEnv):
             )
         self.db = copy.deepcopy(meta["database"])
         self.said = []
+        self._user_billed = 0.0
         self.user = make_user(self._user_spec)
         opening = self.user.reset(task)
         prompt = task_prompt(str(meta.get("instructions") or task.prompt), opening)
@@ -96,7 +98,19 @@ class CustomerServiceEnv(ProfileEnv):
         messages = [{"role": "assistant", "text": message}, {"role": "user", "text": reply}]
         if STOP in reply:
             return self._finish(reply, messages=messages)
-        return TimeStep(observation=reply, info={"messages": messages, "source": "user"})
+        return TimeStep(
+            observation=reply, info=self._billed({"messages": messages, "source": "user"})
+        )
+
+    def _billed(self, info: dict[str, Any]) -> dict[str, Any]:
+        """``info`` with ``user_cost_step``: what the simulated user's model cost (US dollars)
+        since the last step that said so (its opening included), when anything; the collect loop
+        records it as the step's ``metadata.user_cost`` and adds it to the run's cost."""
+        total = getattr(self.user, "cost", None)
+        if isinstance(total, int | float) and total > self._user_billed:
+            info["user_cost_step"] = float(total) - self._user_billed
+            self._user_billed = float(total)
+        return info
 
     def tool_transfer_to_human_agents(self, summary: str) -> TimeStep:
         return self._finish(f"Transferred to a human agent: {summary}")
@@ -118,7 +132,8 @@ class CustomerServiceEnv(ProfileEnv):
             info["messages"] = messages
         cost = getattr(self.user, "cost", None)
         if isinstance(cost, int | float) and cost:
-            info["user_cost"] = float(cost)
+            info["user_cost"] = float(cost)  # the episode's total, as tau-bench's info says
+        self._billed(info)
         return TimeStep(
             observation=observation,
             reward=outcome_reward(outcome),

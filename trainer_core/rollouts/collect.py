@@ -205,6 +205,10 @@ def _step_record(
             for k, v in {
                 "policy_latency": round(decision.usage.latency, 6) or None,
                 "cost": decision.usage.cost or None,
+                # a simulated user's model (steplab/customer-service): its cost since last step
+                "user_cost": info["user_cost_step"]
+                if isinstance(info.get("user_cost_step"), int | float)
+                else None,
                 "malformed": decision.error,
                 "raw": decision.raw[:4000] if action is None else None,
                 # a file the environment wrote (steplab/browser's screenshots): its path only

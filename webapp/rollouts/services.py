@@ -491,7 +491,11 @@ def episode_record_steps(
     if not steps:
         return
     store.trajectory_append_steps(trajectory=trajectory, steps=steps)
-    cost = sum(float(step.metadata.get("cost") or 0.0) for step in steps)
+    # the policy's cost and a simulated user's model's (``user_cost``) both count for the run
+    cost = sum(
+        float(step.metadata.get("cost") or 0.0) + float(step.metadata.get("user_cost") or 0.0)
+        for step in steps
+    )
     tokens_in = sum(step.tokens_in or 0 for step in steps)
     tokens_out = sum(step.tokens_out or 0 for step in steps)
     Episode.objects.filter(pk=episode.pk).update(
