@@ -8,6 +8,7 @@ written into the workspace only when the agent submits, so it cannot read them f
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from trainer_core.envs.core import Action, TimeStep
@@ -43,6 +44,7 @@ class CodingEnv(ProfileEnv):
 
     def _new_sandbox(self, task: Task) -> Sandbox:
         repo = checked_repo(task)
+        limits, cpus = self._task_limits(task)
         if self.backend == "docker":
             try:
                 from trainer_core.sandboxes.docker import DockerSandbox
@@ -59,10 +61,27 @@ class CodingEnv(ProfileEnv):
             image = self.image or (task.metadata.get("harbor") or {}).get("image")
             if image:
                 kwargs["image"] = image
-            return DockerSandbox(self.limits, **kwargs)
+            if cpus is not None:
+                kwargs["cpus"] = cpus
+            return DockerSandbox(limits, **kwargs)
         from trainer_core.sandboxes.local import LocalSandbox
 
-        return LocalSandbox(self.limits, files=task.files, repo=repo, setup=task.setup)
+        # the local backend has no CPU quota: a Harbor task's cpus applies to docker only
+        return LocalSandbox(limits, files=task.files, repo=repo, setup=task.setup)
+
+    def _task_limits(self, task: Task) -> tuple[SandboxLimits, float | None]:
+        """The sandbox limits of ``task``: the environment's, with a Harbor task's own
+        ``[environment]`` memory_mb (both backends) and cpus (docker) in their place."""
+        harbor = (task.metadata or {}).get("harbor")
+        if not isinstance(harbor, dict):
+            return self.limits, None
+        from trainer_core.tasks.harbor import harbor_resources
+
+        asked = harbor_resources(harbor.get("config"))
+        limits = self.limits
+        if "memory_mb" in asked:
+            limits = replace(limits, memory_mb=asked["memory_mb"])
+        return limits, asked.get("cpus")
 
     def _reset(self, *, task: Task | None, seed: int | None) -> TimeStep:
         self._close_sandbox()

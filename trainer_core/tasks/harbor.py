@@ -196,6 +196,32 @@ def harbor_task(task_dir: str | Path, *, images: tuple[str, ...] | None = None) 
     )
 
 
+#: The most a task's ``[environment]`` may ask for (a task file sets its own sandbox's limits).
+MAX_MEMORY_MB = 16_384
+MAX_CPUS = 4.0
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_MB_PER_UNIT = {"": 1 / (1024 * 1024), "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def harbor_resources(config: dict[str, Any] | None) -> dict[str, Any]:
+    """The sandbox limits a task.toml's ``[environment]`` asks for: ``cpus`` and ``memory_mb``
+    (Harbor's fields; the older ``memory = "2G"`` string is read too), each capped at
+    :data:`MAX_CPUS` / :data:`MAX_MEMORY_MB`; a value that is missing or not a positive number
+    is left out (the environment's default applies)."""
+    env = (config or {}).get("environment") or {}
+    found: dict[str, Any] = {}
+    cpus = env.get("cpus")
+    if isinstance(cpus, int | float) and not isinstance(cpus, bool) and cpus > 0:
+        found["cpus"] = min(float(cpus), MAX_CPUS)
+    memory = env.get("memory_mb")
+    if not (isinstance(memory, int | float) and not isinstance(memory, bool)):
+        match = _SIZE.match(env["memory"]) if isinstance(env.get("memory"), str) else None
+        memory = float(match[1]) * _MB_PER_UNIT[match[2].lower()] if match else None
+    if memory is not None and memory >= 1:
+        found["memory_mb"] = min(int(memory), MAX_MEMORY_MB)
+    return found
+
+
 def _environment_image(docker_text: str, docker_image: str, allowed: tuple[str, ...]) -> str:
     """The local base image the environment is rebuilt from: task.toml's prebuilt
     ``docker_image``, else (or when that is not local) the Dockerfile's ``FROM``."""

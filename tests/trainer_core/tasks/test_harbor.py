@@ -13,7 +13,9 @@ import pytest
 
 from trainer_core.tasks.checkers import check_outcome
 from trainer_core.tasks.harbor import (
+    MAX_MEMORY_MB,
     HarborVerifierError,
+    harbor_resources,
     load_harbor,
     read_reward,
     rewrite_paths,
@@ -226,6 +228,39 @@ def _run(task, actions, backend: str = "docker"):
         return last
     finally:
         env.close()
+
+
+@pytest.mark.parametrize(
+    ("environment", "resources"),
+    [
+        ({"cpus": 2, "memory_mb": 2048}, {"cpus": 2.0, "memory_mb": 2048}),
+        ({"memory": "2G"}, {"memory_mb": 2048}),
+        ({"memory": "512M", "cpus": 0.5}, {"memory_mb": 512, "cpus": 0.5}),
+        ({"memory_mb": 10**9, "cpus": 64}, {"memory_mb": MAX_MEMORY_MB, "cpus": 4.0}),
+        ({"memory": "lots", "cpus": "two", "memory_mb": True}, {}),
+        ({"cpus": 0, "memory_mb": -5}, {}),
+    ],
+)
+def test_a_tasks_resources_are_read_and_capped(environment, resources):
+    assert harbor_resources({"environment": environment}) == resources
+
+
+def test_a_tasks_cpus_and_memory_bound_its_docker_sandbox(tmp_path, monkeypatch):
+    """task.toml's [environment] memory_mb and cpus are the container's cgroup limits."""
+    _docker_or_skip()
+    monkeypatch.setenv("DOCKER_HOST", DOCKER_HOST)
+    toml = TASK_TOML.replace("cpus = 1\nmemory_mb = 1024", "cpus = 0.5\nmemory_mb = 300")
+    (task,) = load_harbor(make_task(tmp_path, **{"task.toml": toml}), images=(BASE,)).tasks
+    read = (
+        "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes;"
+        " cat /sys/fs/cgroup/cpu.max 2>/dev/null"
+        " || echo $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us)"
+    )
+    last = _run(task, [{"tool": "bash", "params": {"command": read}}])
+    memory, cpu = last.observation.split("\n")[:2]
+    assert int(memory) == 300 * 1024 * 1024
+    quota, period = (int(x) for x in cpu.split())
+    assert quota / period == 0.5
 
 
 def test_a_harbor_task_runs_in_docker_to_a_passing_and_a_failing_reward(tmp_path, monkeypatch):
