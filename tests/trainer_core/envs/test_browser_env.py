@@ -354,6 +354,49 @@ def other_host():
     server.server_close()
 
 
+SHADOW_PAGE = """<h1>Widgets</h1>
+<fancy-card><a slot="more" href="/details">Details</a></fancy-card>
+<iframe src="/frame" title="Order form"></iframe>
+<p id="said">nothing yet</p>
+<script>
+  customElements.define("fancy-card", class extends HTMLElement {
+    connectedCallback() {
+      const root = this.attachShadow({mode: "open"});
+      root.innerHTML = '<h2>Inside the card</h2><button id="b">Press me</button>'
+        + '<slot name="more"></slot>';
+      root.getElementById("b").onclick = () => {
+        document.getElementById("said").textContent = "pressed in the shadow";
+      };
+    }
+  });
+</script>"""
+FRAME_PAGE = """<form action="/ordered"><label>Quantity <input name="qty"></label>
+<button>Order</button></form>"""
+
+
+def test_shadow_dom_and_same_origin_frames_are_seen_and_acted_on(env):
+    task = Task(
+        prompt="Use the widgets.",
+        metadata={
+            "site": "static",
+            "pages": {"/": SHADOW_PAGE, "/frame": FRAME_PAGE, "/ordered": "<h1>Ordered</h1>"},
+        },
+    )
+    ts = env.reset(task=task)
+    seen = ts.observation
+    assert "heading 'Inside the card'" in seen and "link 'Details'" in seen
+    lines = seen.splitlines()
+    frame = next(i for i, line in enumerate(lines) if "iframe 'Order form'" in line)
+    assert "textbox 'Quantity'" in lines[frame + 1] and lines[frame + 1].startswith("  ")
+    ts = act(env, "click", element_id="button 'Press me'")
+    assert "pressed in the shadow" in ts.observation
+    (qty,) = ids(ts.observation, "textbox", "Quantity")
+    act(env, "type_text", element_id=qty, text="3")
+    ts = act(env, "click", element_id="button 'Order'")
+    assert not ts.info.get("error"), ts.observation
+    assert "/ordered" in env.unwrapped.server.site.state()["requested"]
+
+
 def test_nothing_reaches_another_host(env, other_host):
     other = f"127.0.0.1:{other_host.server_address[1]}"
     page = f"""<h1>Greedy page</h1>

@@ -269,7 +269,11 @@ class BrowserEnv(ProfileEnv):
         found, problem = resolve(element_id, self.elements)
         if found is None:
             return None, "", problem
-        locator = self.page.locator(f'[data-steplab-id="{found}"]')
+        selector = f'[data-steplab-id="{found}"]'
+        locator = self.page.locator(selector)  # open shadow roots are pierced
+        if locator.count() == 0:  # an element of a same-origin frame
+            inner = (f.locator(selector) for f in self.page.frames[1:])
+            locator = next((loc for loc in inner if loc.count()), locator)
         if locator.count() == 0:
             return (
                 None,

@@ -18,7 +18,10 @@ form controls, elements with an interactive role), every heading, every image wi
 alternative and every run of text a ``data-steplab-id`` attribute (kept while the element lives;
 new elements get the next number), skipping what is hidden. Names follow the accessible-name
 rules in short (aria-label, aria-labelledby, a label, placeholder, title, the text inside).
-List items, table rows, articles and forms indent what is inside them.
+List items, table rows, articles and forms indent what is inside them. The walk enters open
+shadow roots (a slot shows what is assigned to it) and same-origin frames (their elements
+indented under the frame's line, at most 20 frames); a cross-origin frame shows as its line
+only, and a closed shadow root is not readable.
 
 Long pages are cut at a character cap: the lines shown start at the first element in the
 viewport, with a note of how many lines lie above and below (scroll to move the window).
@@ -43,6 +46,8 @@ WALK_SCRIPT = r"""
   let next = window.__steplabNext || 1;
   const out = [];
   const vh = window.innerHeight;
+  const MAX_FRAMES = 20;
+  let frames = 0;
   const idOf = (el) => {
     let id = el.getAttribute("data-steplab-id");
     if (!id) { id = String(next++); el.setAttribute("data-steplab-id", id); }
@@ -50,7 +55,7 @@ WALK_SCRIPT = r"""
   };
   const hidden = (el) => {
     if (el.hidden || el.getAttribute("aria-hidden") === "true") return true;
-    const st = getComputedStyle(el);
+    const st = (el.ownerDocument.defaultView || window).getComputedStyle(el);
     return st.display === "none" || st.visibility === "hidden";
   };
   const roleOf = (el) => {
@@ -85,7 +90,8 @@ WALK_SCRIPT = r"""
     if (aria) return aria;
     const by = el.getAttribute("aria-labelledby");
     if (by) {
-      const t = clean(by.split(/\s+/).map((i) => document.getElementById(i)?.innerText || "").join(" "));
+      const root = el.getRootNode();
+      const t = clean(by.split(/\s+/).map((i) => root.getElementById?.(i)?.innerText || "").join(" "));
       if (t) return t;
     }
     if (el.labels && el.labels.length) {
@@ -117,12 +123,26 @@ WALK_SCRIPT = r"""
     if (el.disabled || el.getAttribute("aria-disabled") === "true") p.disabled = true;
     return p;
   };
-  const place = (el) => {
+  const place = (el, dy) => {
     const r = el.getBoundingClientRect();
-    return {above: r.bottom <= 0, below: r.top >= vh};
+    return {above: r.bottom + dy <= 0, below: r.top + dy >= vh};
   };
+  let dy = 0;  // the top of the frame being walked, in the page's viewport
   const emit = (el, depth, role, name, props) => {
-    out.push({id: idOf(el), depth, role, name: name.slice(0, 300), props, ...place(el)});
+    out.push({id: idOf(el), depth, role, name: name.slice(0, 300), props, ...place(el, dy)});
+  };
+  // what an element shows: its open shadow root's nodes (a slot: what is assigned to it)
+  const kids = (el) => {
+    if (el.shadowRoot) return el.shadowRoot.childNodes;
+    if (el.tagName === "SLOT") {
+      const assigned = el.assignedNodes({flatten: true});
+      return assigned.length ? assigned : el.childNodes;
+    }
+    return el.childNodes;
+  };
+  // a same-origin frame's document (a cross-origin one cannot be read: its line only)
+  const frameBody = (el) => {
+    try { return el.contentDocument && el.contentDocument.body; } catch (e) { return null; }
   };
   const interactive = (el, role) =>
     ROLES.has(role) || el.hasAttribute("onclick") || el.isContentEditable && el.tagName !== "BODY";
@@ -137,16 +157,24 @@ WALK_SCRIPT = r"""
     const role = roleOf(el);
     if (role === "iframe" || role === "img" || role === "heading" || interactive(el, role)) {
       emit(el, depth, role || "generic", nameOf(el, role), propsOf(el, role));
+      const body = el.tagName === "IFRAME" || el.tagName === "FRAME" ? frameBody(el) : null;
+      if (body && frames++ < MAX_FRAMES) {
+        const outer = dy;
+        dy += el.getBoundingClientRect().top;
+        walk(body, depth + 1);
+        dy = outer;
+      }
       return;
     }
-    if (el !== document.body && inlineOnly(el) && clean(el.innerText)) {
+    if (el !== document.body && !el.shadowRoot && el.tagName !== "SLOT" && inlineOnly(el) &&
+        clean(el.innerText)) {
       emit(el, depth, "StaticText", clean(el.innerText), {});
       return;
     }
     const inner = depth + (GROUP.has(el.tagName) ? 1 : 0);
     let text = "";
     const flush = () => { if (clean(text)) emit(el, inner, "StaticText", clean(text), {}); text = ""; };
-    for (const node of el.childNodes) {
+    for (const node of kids(el)) {
       if (node.nodeType === 3) { if (el.tagName !== "LABEL" || !el.control) text += node.textContent; }
       else if (node.nodeType === 1) {
         if (INLINE.has(node.tagName) && !roleOf(node) && inlineOnly(node) && !hidden(node))
