@@ -68,3 +68,21 @@ class TaskEditForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 30, "class": "code"}),
         help_text="The task as JSON (every field of the task format).",
     )
+
+
+class QuarantineForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Why (required): e.g. “the checker rejects the correct answer 42.0”. The task "
+        "leaves dataset builds, evaluations, pipelines and RL runs until it is released.",
+    )
+
+
+class ReleaseForm(forms.Form):
+    note = forms.CharField(
+        max_length=2000,
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Optional: what was fixed.",
+    )

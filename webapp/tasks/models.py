@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from webapp.common.models import CreatedModel
@@ -46,3 +47,40 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_set.name}/{self.external_id}"
+
+
+class TaskQuarantine(models.Model):
+    """A task taken out of dataset builds, evaluation runs, pipelines and RL runs until it is
+    released (docs/task-health.md): who quarantined it, when and why (required), and who
+    released it and when. A task has at most one quarantine in force (``released_at`` NULL);
+    released ones stay as its history."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="quarantines")
+    reason = models.TextField()
+    quarantined_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    quarantined_at = models.DateTimeField(auto_now_add=True)
+    released_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    released_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    release_note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["task", "-quarantined_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task"],
+                condition=models.Q(released_at__isnull=True),
+                name="task_quarantine_one_in_force",
+            )
+        ]
+
+    def __str__(self) -> str:
+        state = "released" if self.released_at else "in force"
+        return f"quarantine of task {self.task_id} ({state})"
+
+    @property
+    def in_force(self) -> bool:
+        return self.released_at is None

@@ -1,4 +1,5 @@
-"""Task services: import task files (all or nothing), edit tasks, seed the built-in suites."""
+"""Task services: import task files (all or nothing), edit tasks, seed the built-in suites,
+quarantine a task and release it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from pydantic import ValidationError
 
 from trainer_core.errors import ConfigError, InputError, describe_validation_error
@@ -20,7 +22,7 @@ from trainer_core.tasks.model import Task as TaskSpec
 from trainer_core.tasks.repos import resolve_repo
 from trainer_core.tasks.suites import builtin_suites
 from webapp.common.errors import ApplicationError
-from webapp.tasks.models import Task, TaskSet
+from webapp.tasks.models import Task, TaskQuarantine, TaskSet
 
 
 def _row_fields(spec: TaskSpec, fallback_environment: str) -> dict[str, Any]:
@@ -271,3 +273,48 @@ def task_sets_seed_builtin() -> str:
                 Task.objects.filter(pk__in=[r.pk for r in present.values()]).delete()
         counts.append(f"{suite.name} {len(suite.tasks)}")
     return ", ".join(counts)
+
+
+# --- quarantine (docs/task-health.md) -------------------------------------------------------------
+
+#: the longest reason or release note kept
+QUARANTINE_TEXT_MAX = 2000
+
+
+def task_quarantine(*, task: Task, user, reason: str) -> TaskQuarantine:
+    """Quarantine ``task``: it leaves dataset builds, evaluation runs, pipelines and RL runs
+    launched from now on until :func:`task_release`. ``reason`` is required; a task already in
+    quarantine is an error (release it first, or leave it)."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ApplicationError("Say why the task is quarantined (the reason is required).")
+    if len(reason) > QUARANTINE_TEXT_MAX:
+        raise ApplicationError(f"The reason is longer than {QUARANTINE_TEXT_MAX} characters.")
+    with transaction.atomic():
+        Task.objects.select_for_update().filter(pk=task.pk).first()
+        if TaskQuarantine.objects.filter(task=task, released_at__isnull=True).exists():
+            raise ApplicationError(f"Task {task.external_id!r} is already quarantined.")
+        return TaskQuarantine.objects.create(
+            task=task,
+            reason=reason,
+            quarantined_by=user if getattr(user, "is_authenticated", False) else None,
+        )
+
+
+def task_release(*, task: Task, user, note: str = "") -> TaskQuarantine:
+    """Release ``task`` from its quarantine (who and when are kept, with an optional note): it
+    comes back into dataset builds, evaluations, pipelines and RL runs launched from now on."""
+    note = (note or "").strip()[:QUARANTINE_TEXT_MAX]
+    with transaction.atomic():
+        row = (
+            TaskQuarantine.objects.select_for_update()
+            .filter(task=task, released_at__isnull=True)
+            .first()
+        )
+        if row is None:
+            raise ApplicationError(f"Task {task.external_id!r} is not quarantined.")
+        row.released_at = timezone.now()
+        row.released_by = user if getattr(user, "is_authenticated", False) else None
+        row.release_note = note
+        row.save(update_fields=["released_at", "released_by", "release_note"])
+    return row

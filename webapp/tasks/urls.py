@@ -10,4 +10,6 @@ urlpatterns = [
     path("sets/<int:pk>/", views.task_set_detail, name="set"),
     path("<int:pk>/", views.task_detail, name="detail"),
     path("<int:pk>/edit/", views.task_edit, name="edit"),
+    path("<int:pk>/quarantine/", views.task_quarantine, name="quarantine"),
+    path("<int:pk>/release/", views.task_release, name="release"),
 ]

@@ -9,7 +9,7 @@ from trainer_core.safeparse import load_json
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
 from webapp.tasks import selectors, services
-from webapp.tasks.forms import TaskEditForm, TaskImportForm
+from webapp.tasks.forms import QuarantineForm, ReleaseForm, TaskEditForm, TaskImportForm
 
 
 @requires(Need.READ)
@@ -29,11 +29,16 @@ def task_set_detail(request, pk: int):
     task_set = selectors.task_set_get(id=pk)
     query = request.GET.get("q", "").strip()
     page = selectors.task_page(task_set=task_set, query=query, page=request.GET.get("page"))
-    return render(
-        request,
-        "tasks/set_detail.html",
-        {"active_area": "tasks", "task_set": task_set, "page": page, "q": query},
-    )
+    quarantined = selectors.task_set_quarantined(task_set=task_set)
+    context = {
+        "active_area": "tasks",
+        "task_set": task_set,
+        "page": page,
+        "q": query,
+        "quarantined": quarantined,
+        "quarantined_ids": {q.task_id for q in quarantined},
+    }
+    return render(request, "tasks/set_detail.html", context)
 
 
 @requires(Need.READ)
@@ -47,8 +52,47 @@ def task_detail(request, pk: int):
         "reference": data.get("reference_solution") or [],
         "files": sorted((data.get("files") or {}).items()),
         "hidden": sorted(((data.get("metadata") or {}).get("hidden_files") or {}).keys()),
+        "quarantine": selectors.task_quarantine_current(task=task),
+        "quarantine_history": selectors.task_quarantine_history(task=task),
+        "quarantine_form": QuarantineForm(),
+        "release_form": ReleaseForm(),
     }
     return render(request, "tasks/task_detail.html", context)
+
+
+@requires(Need.OPERATE)
+def task_quarantine(request, pk: int):
+    """POST: quarantine the task (a reason is required); GET: back to the task page."""
+    task = selectors.task_get(id=pk)
+    form = QuarantineForm(request.POST or None)
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                services.task_quarantine(
+                    task=task, user=request.user, reason=form.cleaned_data["reason"]
+                )
+            except ApplicationError as exc:
+                messages.error(request, exc.message)
+            else:
+                messages.success(request, f"Quarantined {task.external_id}.")
+        else:
+            messages.error(request, "Say why the task is quarantined (the reason is required).")
+    return redirect("tasks:detail", pk=task.pk)
+
+
+@requires(Need.OPERATE)
+def task_release(request, pk: int):
+    """POST: release the task from its quarantine; GET: back to the task page."""
+    task = selectors.task_get(id=pk)
+    form = ReleaseForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.task_release(task=task, user=request.user, note=form.cleaned_data["note"])
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, f"Released {task.external_id} from quarantine.")
+    return redirect("tasks:detail", pk=task.pk)
 
 
 @requires(Need.OPERATE)
