@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from webapp.jobs.names import Tasks
+from webapp.rollouts.branch_jobs import branch_run
 from webapp.rollouts.jobs import collect_episodes_run, collect_run, try_run
 from workers.base import job_task
 
@@ -20,3 +21,8 @@ def collect_episodes(ctx):
 @job_task(Tasks.TRY_POLICY)
 def try_policy(ctx):
     return try_run(ctx=ctx)
+
+
+@job_task(Tasks.BRANCH)
+def branch(ctx):
+    return branch_run(ctx=ctx)

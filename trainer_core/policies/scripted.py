@@ -176,6 +176,21 @@ class ScriptedPolicy:
         self.mistakes_made = []
         self.last_usage = _zero_usage()
 
+    def resume(self, history: Sequence[Any]) -> None:
+        """Continue an episode from its middle (branch-and-resample): the reference calls the
+        ``history`` turns already made, in order from the start of the reference, are skipped, so
+        the policy goes on with the first one not played."""
+        for turn in history:
+            action = getattr(turn, "action", None)
+            if action is None or self._next >= len(self._reference):
+                continue
+            call = self._reference[self._next]
+            if call.tool == action.get("tool") and dict(call.params) == dict(
+                action.get("params") or {}
+            ):
+                self._next += 1
+                self._previous = call
+
     def act(
         self, observation: str, history: list | None = None, tools: list | None = None
     ) -> dict[str, Any]:

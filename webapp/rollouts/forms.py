@@ -90,3 +90,23 @@ class CollectForm(forms.Form):
         self.fields["environment"].choices = [("", "the task set's environment")] + [
             (e, e) for e in list_envs()
         ]
+
+
+class BranchForm(forms.Form):
+    """Branch from a step: the policy that samples the continuations, how many, the seed."""
+
+    policy = forms.ModelChoiceField(queryset=Policy.objects.all())
+    samples = forms.IntegerField(
+        min_value=1,
+        max_value=32,
+        initial=4,
+        label="Continuations (M)",
+        help_text="How many continuations to sample from the restored state (at most 32).",
+    )
+    seed = forms.IntegerField(min_value=SEED_MIN, max_value=SEED_MAX, initial=0, required=False)
+    max_steps = forms.IntegerField(
+        min_value=1,
+        max_value=200,
+        initial=20,
+        help_text="Actions each continuation may take after the branch step.",
+    )

@@ -67,6 +67,17 @@ def register() -> None:
             description="One step of a policy on a sample task (the policy page's Try it).",
         )
     )
+    kinds.register_kind(  # the runner: webapp/rollouts/branch_jobs.py (docs/branching.md)
+        kinds.JobKind(
+            name=Kinds.BRANCH,
+            label="Branch and resample",
+            task_name=Tasks.BRANCH,
+            queue=Queue.ROLLOUTS,
+            resumable=True,
+            description="Restores a trajectory's environment at a step and samples "
+            "continuations of a policy from there.",
+        )
+    )
 
 
 def try_run(*, ctx: JobContext) -> None:

@@ -146,3 +146,80 @@ class Episode(models.Model):
     @property
     def idempotency_key(self) -> str:
         return f"collect-{self.run_id}:{self.task_id}:{self.index}:{self.seed}"
+
+
+class BranchSet(CreatedModel):
+    """Continuations of one policy sampled from step ``step_index`` of a stored trajectory (the
+    parent), whose environment state was restored there (docs/branching.md): the Monte-Carlo
+    value of that step and the step-level preference pairs where continuations differ."""
+
+    job = models.OneToOneField(
+        "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="branch_set"
+    )
+    parent = models.ForeignKey(
+        "trajectories.Trajectory", on_delete=models.CASCADE, related_name="branch_sets"
+    )
+    step_index = models.PositiveIntegerField()
+    policy = models.ForeignKey(Policy, on_delete=models.PROTECT, related_name="branch_sets")
+    samples = models.PositiveIntegerField()
+    seed = models.BigIntegerField(default=0)
+    max_steps = models.PositiveIntegerField(default=20)
+    # how the state was restored: {"method", "replayed", "snapshots"} or {"mismatch": {...}}
+    restore = models.JSONField(default=dict, blank=True)
+    tools = models.JSONField(default=list, blank=True)  # the environment's tools (for exports)
+    successes = models.PositiveIntegerField(default=0)
+    known = models.PositiveIntegerField(default=0)  # continuations with a known outcome
+    value = models.FloatField(null=True, blank=True)
+    value_low = models.FloatField(null=True, blank=True)
+    value_high = models.FloatField(null=True, blank=True)
+    confidence = models.FloatField(default=0.95)
+    # [{"chosen": trajectory id, "rejected": trajectory id, "divergent_step": index}]
+    pairs = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["parent", "step_index"], name="branchset_parent_step")]
+
+    def __str__(self) -> str:
+        return f"branch set {self.pk} (trajectory {self.parent_id}, step {self.step_index})"
+
+
+class BranchContinuation(models.Model):
+    """One continuation of a branch set; its steps stream into a Trajectory whose first steps
+    are the parent's before the branch step (``metadata.branch_prefix``)."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        FINISHED = "finished", "Finished"
+        FAILED = "failed", "Failed"
+
+    branch_set = models.ForeignKey(
+        BranchSet, on_delete=models.CASCADE, related_name="continuations"
+    )
+    number = models.PositiveIntegerField()
+    seed = models.BigIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    trajectory = models.ForeignKey(
+        "trajectories.Trajectory",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="branch_continuations",
+    )
+    success = models.BooleanField(null=True)
+    restored_by = models.CharField(max_length=16, blank=True)  # replay | snapshot
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["branch_set", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["branch_set", "number"], name="branch_continuation_no")
+        ]
+
+    def __str__(self) -> str:
+        return f"continuation {self.number} of branch set {self.branch_set_id}"
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"branch-{self.branch_set_id}:{self.number}:{self.seed}"

@@ -41,6 +41,7 @@ from webapp.jobs.services import job_enqueue
 from webapp.rollouts.models import CollectRun, Episode, Policy
 from webapp.tasks.models import Task as TaskRow
 from webapp.tasks.models import TaskSet
+from webapp.tasks.selectors import quarantined_task_ids, quarantined_task_ids_query
 from webapp.trajectories import services as store
 from webapp.trajectories.models import Trajectory
 
@@ -145,6 +146,8 @@ def policy_build(*, policy: Policy, seed: int = 0) -> Any:
             parameters=policy.parameters,
             seed=seed,
             name=policy.name,
+            # a local model records the ids it was prompted with and sampled (the drift check)
+            return_logprobs=policy.kind == Policy.Kind.LOCAL,
         )
     except ConfigError as exc:
         raise ApplicationError(f"Policy {policy.name!r} cannot be built: {exc}.") from None
@@ -235,7 +238,8 @@ def _call_tokens(steps: float) -> tuple[int, int]:
 def collect_estimate(
     *, policy: Policy, task_set: TaskSet, episodes_per_task: int, max_steps: int
 ) -> Estimate:
-    tasks = list(task_set.tasks.values_list("data", flat=True))
+    playable = task_set.tasks.exclude(pk__in=quarantined_task_ids_query())  # as collect_launch
+    tasks = list(playable.values_list("data", flat=True))
     episodes = len(tasks) * episodes_per_task
     lengths = [
         min(
@@ -280,10 +284,13 @@ def collect_launch(
     task_offset: int = 0,
     num_tasks: int = 0,
     user_policy: Policy | None = None,
+    include_quarantined: bool = False,
 ) -> CollectRun:
     """Create the run, one Episode row per (task, episode), and the job that plays them (a child
     of ``parent_job`` when an evaluation run or a pipeline launches it). ``user_policy`` plays
-    the simulated user of an environment that has one (``steplab/customer-service``)."""
+    the simulated user of an environment that has one (``steplab/customer-service``).
+    Quarantined tasks are left out (after the ``task_offset``/``num_tasks`` slice, so a
+    pipeline's slices stay put) unless ``include_quarantined`` (one chosen task's episode)."""
     environment = environment or task_set.environment
     if not environment:
         raise ApplicationError(
@@ -296,6 +303,14 @@ def collect_launch(
     tasks = list(task_set.tasks.order_by("external_id"))
     if task_offset or num_tasks:  # a slice of the set (a pipeline's iterations take turns)
         tasks = tasks[task_offset : task_offset + num_tasks if num_tasks else None]
+    if tasks and not include_quarantined:
+        held = quarantined_task_ids(task_ids=[t.pk for t in tasks])
+        if held and len(held) == len(tasks):
+            raise ApplicationError(
+                f"Every task of {task_set.name!r} to play is quarantined; release some on the "
+                "task set's health page."
+            )
+        tasks = [t for t in tasks if t.pk not in held]
     if not tasks:
         raise ApplicationError(
             f"Task set {task_set.name!r} has no tasks"
@@ -615,6 +630,7 @@ def episode_launch(
         user=user,
         task_offset=position,
         num_tasks=1,
+        include_quarantined=True,
     )
 
 

@@ -16,4 +16,12 @@ urlpatterns = [
     path("policies/<int:pk>/edit/", views.policy_edit, name="policy_edit"),
     path("policies/<int:pk>/try/", views.policy_try, name="policy_try"),
     path("policies/<int:pk>/try/<int:job>/", views.policy_try_result, name="policy_try_result"),
+    path("branch/<int:trajectory>/<int:step>/", views.branch_new, name="branch_new"),
+    path("branches/<int:pk>/", views.branch_set_detail, name="branch_set"),
+    path(
+        "branches/<int:pk>/export/<str:kind>.jsonl",
+        views.branch_set_export,
+        name="branch_set_export",
+    ),
+    path("branches/of/<int:trajectory>/", views.trajectory_branches, name="trajectory_branches"),
 ]

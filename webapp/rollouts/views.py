@@ -3,14 +3,16 @@ from __future__ import annotations
 import json
 
 from django.contrib import messages
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
-from webapp.common.htmx import stop_polling
-from webapp.rollouts import selectors, services
-from webapp.rollouts.forms import CollectForm, PolicyForm
+from webapp.common.htmx import follow_job, stop_polling
+from webapp.rollouts import branch_selectors, branch_services, health, selectors, services
+from webapp.rollouts.forms import BranchForm, CollectForm, PolicyForm
 from webapp.rollouts.models import Policy
+from webapp.tasks import selectors as task_selectors
 
 
 def _ctx(**extra):
@@ -152,3 +154,147 @@ def run_live(request, pk: int):
     context = selectors.run_live(run=selectors.run_get(id=pk))
     response = render(request, "rollouts/run_detail.html#live", context)
     return response if context["live"] else stop_polling(response)
+
+
+# --- task health (docs/task-health.md; routed under /tasks/ by webapp/rollouts/health_urls.py) ---
+
+
+def _thresholds(request):
+    """The thresholds the query string sets (defaults where absent), and the error if any."""
+    try:
+        return health.thresholds_from(values=request.GET), ""
+    except ApplicationError as exc:
+        return health.thresholds_from(values={}), exc.message
+
+
+@requires(Need.READ)
+def task_set_health(request, pk: int):
+    task_set = task_selectors.task_set_get(id=pk)
+    thresholds, error = _thresholds(request)
+    flag = request.GET.get("flag", "")
+    report, page = health.task_set_health_page(
+        task_set=task_set, thresholds=thresholds, flag=flag, page=request.GET.get("page")
+    )
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "active_area": "tasks",
+        "task_set": task_set,
+        "report": report,
+        "page": page,
+        "flag": flag,
+        "flags": health.FLAGS,
+        "counts": report.health.counts(),
+        "thresholds": thresholds.as_dict(),
+        "threshold_error": error,
+        "query": query.urlencode(),
+        "threshold_query": _threshold_query(request),
+    }
+    return render(request, "rollouts/health_set.html", context)
+
+
+def _threshold_query(request) -> str:
+    query = request.GET.copy()
+    for name in ("page", "flag", "kind"):
+        query.pop(name, None)
+    return query.urlencode()
+
+
+@requires(Need.READ)
+def task_health(request, pk: int):
+    task = task_selectors.task_get(id=pk)
+    thresholds, error = _thresholds(request)
+    context = {
+        "active_area": "tasks",
+        **health.task_health(task=task, thresholds=thresholds),
+        "threshold_error": error,
+        "threshold_query": _threshold_query(request),
+    }
+    template = "rollouts/health_task.html#panel" if request.htmx else "rollouts/health_task.html"
+    return render(request, template, context)
+
+
+@requires(Need.READ)
+def task_health_episodes(request, pk: int):
+    task = task_selectors.task_get(id=pk)
+    thresholds, error = _thresholds(request)
+    kind = request.GET.get("kind", "all")
+    try:
+        what, page = health.health_episodes(
+            task=task, kind=kind, thresholds=thresholds, page=request.GET.get("page")
+        )
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return redirect("health:task", pk=task.pk)
+    context = {
+        "active_area": "tasks",
+        "task": task,
+        "kind": kind,
+        "what": what,
+        "page": page,
+        "threshold_error": error,
+        "threshold_query": _threshold_query(request),
+    }
+    return render(request, "rollouts/health_episodes.html", context)
+
+
+# --- branch-and-resample (docs/branching.md) ------------------------------------------------------
+
+
+@requires(Need.OPERATE)
+def branch_new(request, trajectory: int, step: int):
+    """The "Branch from here" form (policy, M, seed), or the reason this step cannot be
+    branched (an imported log, a message step...)."""
+    context = branch_selectors.branch_form_context(trajectory_id=trajectory, step=step)
+    form = BranchForm(request.POST or None)
+    if request.method == "POST" and form.is_valid() and not context["refusal"]:
+        data = form.cleaned_data
+        try:
+            branch_set = branch_services.branch_launch(
+                trajectory=context["row"],
+                step=step,
+                policy=data["policy"],
+                samples=data["samples"],
+                seed=data["seed"] or 0,
+                max_steps=data["max_steps"],
+                user=request.user,
+            )
+        except ApplicationError as exc:
+            form.add_error(None, exc.message)
+        else:
+            messages.success(request, f"Branch set {branch_set.pk} launched.")
+            return redirect("rollouts:branch_set", pk=branch_set.pk)
+    status = 400 if context["refusal"] and request.method == "POST" else 200
+    return render(request, "rollouts/branch_form.html", _ctx(form=form, **context), status=status)
+
+
+@requires(Need.READ)
+def branch_set_detail(request, pk: int):
+    """A branch set: the step's value estimate, the continuations with their outcomes, the
+    pairs and their exports; its live part follows the job (htmx) until it ends."""
+    context = _ctx(
+        **branch_selectors.branch_set_detail(branch_set=branch_selectors.branch_set_get(id=pk))
+    )
+    if request.htmx and request.htmx.target == "branch-live":
+        response = render(request, "rollouts/branch_set.html#live", context)
+        return follow_job(response, job=context["branch_set"].job)
+    return render(request, "rollouts/branch_set.html", context)
+
+
+@requires(Need.READ)
+def branch_set_export(request, pk: int, kind: str):
+    """The set's pairs as JSONL: step-level DPO rows (``dpo``) or PRM labels (``prm``)."""
+    rows, _ = branch_selectors.branch_export_rows(
+        branch_set=branch_selectors.branch_set_get(id=pk), kind=kind
+    )
+    body = "".join(json.dumps(row, sort_keys=True, default=str) + "\n" for row in rows)
+    response = HttpResponse(body, content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="branch-set-{pk}-{kind}.jsonl"'
+    return response
+
+
+@requires(Need.READ)
+def trajectory_branches(request, trajectory: int):
+    """The branch sets of a trajectory's steps (a card on the trajectory's page, by htmx)."""
+    context = branch_selectors.trajectory_branches(trajectory_id=trajectory)
+    return render(request, "rollouts/branch_set.html#of_trajectory", context)

@@ -5,15 +5,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('rollouts', '0002_policy_kind_inference_server'),
+        ("rollouts", "0002_policy_kind_inference_server"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='collectrun',
-            name='user_policy',
-            field=models.ForeignKey(blank=True, help_text='The policy that plays the simulated user of a conversation environment (steplab/customer-service); empty: its scripted user.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='user_runs', to='rollouts.policy'),
+            model_name="collectrun",
+            name="user_policy",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="The policy that plays the simulated user of a conversation environment (steplab/customer-service); empty: its scripted user.",
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="user_runs",
+                to="rollouts.policy",
+            ),
         ),
     ]
