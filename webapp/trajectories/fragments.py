@@ -119,12 +119,20 @@ def _trajectory_row(t, detail: str) -> str:
         f"\n          <td>{_text(t.source)}{fmt}</td>"
         f"\n          <td>{_text(t.status)}</td>"
         f"\n          <td>{_OUTCOME[None if t.success is None else bool(t.success)]}</td>"
-        f"\n          <td>{'—' if t.reward is None else _text(t.reward)}</td>"
+        f"\n          <td>{'—' if t.reward is None else _text(t.reward)}{_gdi(t)}</td>"
         f"\n          <td>{_text(t.step_count)}</td>"
         f"\n          <td>{tags}</td>"
         f"\n          <td>{when}</td>"
         "\n        </tr>"
     )
+
+
+def _gdi(t) -> str:
+    """The GDI after the reward, on the rows of the GDI sort (a ListRow's ``gdi``; docs/gdi.md)."""
+    value = getattr(t, "gdi", None)
+    if not isinstance(value, float):
+        return ""
+    return f' <span class="muted" data-testid="gdi">GDI {value:.3f}</span>'
 
 
 def choice_menu(name: str, label: str, values: list[dict], chosen: str) -> SafeString:
@@ -144,14 +152,29 @@ def choice_menu(name: str, label: str, values: list[dict], chosen: str) -> SafeS
 # --- a trajectory's steps -----------------------------------------------------------------------
 
 
-def step_items(steps: Iterable) -> SafeString:
-    """The ``<li>`` of each step on a trajectory's page (a tool call, or a dialogue turn)."""
+def step_items(steps: Iterable, branch: bool = False) -> SafeString:
+    """The ``<li>`` of each step on a trajectory's page (a tool call, or a dialogue turn); with
+    ``branch`` (an operator), a "Branch from here" link on each of the agent's turns."""
     observation = _url_format("trajectories:observation", 2)
+    branch_url = _url_format("rollouts:branch_new", 2) if branch else ""
     return mark_safe(  # noqa: S308 - every value escaped in the step builders
         "".join(
-            _message_step(step) if step.kind == "message" else _tool_step(step, observation)
+            _message_step(step, branch_url)
+            if step.kind == "message"
+            else _tool_step(step, observation, branch_url)
             for step in steps
         )
+    )
+
+
+def _branch_link(step, branch_url: str) -> str:
+    """The "Branch from here" link (docs/branching.md): restore the environment at this step and
+    sample continuations; the form says why when this trajectory cannot be branched."""
+    if not branch_url:
+        return ""
+    url = escape(branch_url.format(_int(step.trajectory_id), _int(step.index)))
+    return (
+        f' <a class="branch-link" href="{url}" data-testid="branch-from-here">Branch from here</a>'
     )
 
 
@@ -171,7 +194,7 @@ def _not_captured(step) -> str:
     )
 
 
-def _tool_step(step, observation_url: str) -> str:
+def _tool_step(step, observation_url: str, branch_url: str = "") -> str:
     index = _int(step.index)
     exit_code = (
         f'<span class="chip">exit {_text(step.exit_code)}</span>'
@@ -193,7 +216,7 @@ def _tool_step(step, observation_url: str) -> str:
         f'\n    <li class="step" id="step-{index}" tabindex="-1" data-index="{index}">'
         f'\n      <div class="step-head"><strong>{index}</strong> <code>{_text(step.tool)}</code>'
         f"\n        {exit_code}\n        {error}\n        {duration}\n        {_tokens(step)}"
-        f"{_not_captured(step)}"
+        f"{_not_captured(step)}{_branch_link(step, branch_url)}"
         "\n      </div>"
         f"\n      {_thought(step)}"
         f"\n      {params}"
@@ -250,7 +273,7 @@ def _observation_length(step) -> int:
     return int(length) if length is not None else len(step.observation)
 
 
-def _message_step(step) -> str:
+def _message_step(step, branch_url: str = "") -> str:
     index, role = _int(step.index), _text(step.role)
     demo, source_role = _get(step.metadata, "is_demo"), _get(step.metadata, "source_role")
     chip = (
@@ -283,6 +306,7 @@ def _message_step(step) -> str:
         f'\n      <div class="step-head"><strong>{index}</strong> '
         f'<span class="badge role-{role}">{role}</span>'
         f"\n        {chip}\n        {_tokens(step)}{_not_captured(step)}"
+        f"{_branch_link(step, branch_url) if step.role == 'assistant' else ''}"
         "\n      </div>"
         f"\n      {_thought(step)}"
         f"\n      {text}"

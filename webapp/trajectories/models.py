@@ -143,3 +143,52 @@ class Step(models.Model):
         """A turn of the agent's own (a tool call or an assistant message): what step scores and
         labels are about."""
         return self.kind != self.Kind.MESSAGE or self.role == "assistant"
+
+
+class TrajectoryGdi(models.Model):
+    """A trajectory's GDI ("global desirability index", docs/gdi.md): its four components (each
+    0..1, computed by ``trainer_core.evaluation.gdi``) and their weighted total, kept beside the
+    trajectory (not on its hot row) and recomputed by ``webapp.trajectories.gdi`` whenever an
+    input changes. The human feedback is kept here as what it was derived from (the mean of the
+    settled human signals and their count), so a recompute re-reads it, never resets it."""
+
+    trajectory = models.OneToOneField(
+        Trajectory, primary_key=True, on_delete=models.CASCADE, related_name="gdi"
+    )
+    reward = models.FloatField(default=0.0)
+    reward_source = models.CharField(max_length=120, blank=True)  # e.g. "reward model v3"
+    builds = models.IntegerField(default=0)  # dataset builds that included it
+    reuse = models.FloatField(default=0.0)
+    feedback = models.FloatField(default=0.5)
+    feedback_mean = models.FloatField(null=True, blank=True)  # None: nobody judged it yet
+    feedback_signals = models.IntegerField(default=0)
+    recency = models.FloatField(default=1.0)
+    recency_from = models.DateTimeField()  # the trajectory's time (finished, else created)
+    total = models.FloatField()
+    computed_at = models.DateTimeField()  # recency is as of this moment
+
+    class Meta:
+        indexes = [models.Index(fields=["-total", "-trajectory"], name="traj_gdi_total")]
+
+    def __str__(self) -> str:
+        return f"GDI {self.total:.3f} of trajectory {self.trajectory_id}"
+
+
+class TrajectoryReuse(models.Model):
+    """A dataset build that included the trajectory (one row per build: a re-run export job
+    counts once). ``dataset_id`` is the datasets app's snapshot id (no foreign key: this app sits
+    below datasets)."""
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="+")
+    dataset_id = models.BigIntegerField(db_index=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["trajectory", "dataset_id"], name="trajreuse_trajectory_dataset"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"trajectory {self.trajectory_id} in dataset {self.dataset_id}"

@@ -26,7 +26,8 @@ from trainer_core.recording.align import (
     text_diff,
 )
 from trainer_core.recording.schema import Outcome, Step, TaskRef, Trajectory, Usage
-from webapp.trajectories import hooks
+from webapp.trajectories import gdi, hooks
+from webapp.trajectories.cursors import SORTS, after, decode_cursor, encode_cursor
 from webapp.trajectories.models import Step as StepRow
 from webapp.trajectories.models import Trajectory as TrajectoryRow
 from webapp.trajectories.search import search
@@ -45,16 +46,6 @@ DIFF_BODY_CHARS = 500
 DIFF_CACHE_SECONDS = 600
 DIFF_BODY_BATCH = 16  # the whole texts of this many rows' text diffs are read in one query
 DIFF_PAGE_BUDGET = 3 * TEXT_DIFF_BUDGET
-
-#: name → (label, column, descending). Every order ends with the id, so pages are stable.
-SORTS: dict[str, tuple[str, str, bool]] = {
-    "newest": ("newest first", "id", True),
-    "oldest": ("oldest first", "id", False),
-    "reward_high": ("highest reward", "reward", True),
-    "reward_low": ("lowest reward", "reward", False),
-    "steps_most": ("most steps", "step_count", True),
-    "steps_fewest": ("fewest steps", "step_count", False),
-}
 
 
 @dataclass
@@ -186,41 +177,6 @@ def trajectory_list(*, filters: Filters) -> QuerySet[TrajectoryRow]:
     return qs.order_by(field, "-id" if descending else "id")
 
 
-def _after(qs: QuerySet, column: str, descending: bool, value: Any, last_id: int) -> QuerySet:
-    """Rows after (value, last_id) in the order (column [desc] nulls last, id [desc])."""
-    beyond = "lt" if descending else "gt"
-    id_after = Q(**{f"pk__{beyond}": last_id})
-    if column == "id":
-        return qs.filter(id_after)
-    if value is None:  # inside the trailing NULL block
-        return qs.filter(Q(**{f"{column}__isnull": True}) & id_after)
-    return qs.filter(
-        Q(**{f"{column}__{beyond}": value})
-        | (Q(**{column: value}) & id_after)
-        | Q(**{f"{column}__isnull": True})
-    )
-
-
-def _encode_cursor(row: TrajectoryRow, sort: str) -> str:
-    _, column, _ = SORTS.get(sort, SORTS["newest"])
-    if column == "id":
-        return str(row.pk)
-    value = getattr(row, column)
-    return f"{'' if value is None else repr(value)}~{row.pk}"
-
-
-def _decode_cursor(cursor: str, sort: str) -> tuple[Any, int] | None:
-    _, column, _ = SORTS.get(sort, SORTS["newest"])
-    try:
-        if column == "id":
-            return None, int(cursor)
-        raw, _, pk = cursor.rpartition("~")
-        kind = float if column == "reward" else int
-        return (kind(raw) if raw else None), int(pk)
-    except ValueError:
-        return None
-
-
 @dataclass(slots=True, frozen=True)
 class ListRow:
     """A row of the trajectory list: the columns it shows (and its cursors read), without a
@@ -239,13 +195,14 @@ class ListRow:
     step_count: int
     tags: Any
     created_at: datetime
+    gdi: float | None = None  # read only for the GDI sort
 
     @property
     def pk(self) -> int:
         return self.id
 
 
-LIST_COLUMNS = tuple(ListRow.__dataclass_fields__)
+LIST_COLUMNS = tuple(name for name in ListRow.__dataclass_fields__ if name != "gdi")
 
 
 def keyset_page(
@@ -263,16 +220,20 @@ def keyset_page(
     _, column, descending = SORTS.get(sort, SORTS["newest"])
     if cursor is None and before is not None:
         cursor = str(before)
-    decoded = _decode_cursor(cursor, sort) if cursor else None
-    if decoded is not None:
-        qs = _after(qs, column, descending, decoded[0], decoded[1])
-    if list_rows:
-        rows = [ListRow(*values) for values in qs.values_list(*LIST_COLUMNS)[: PAGE_SIZE + 1]]
+    decoded = decode_cursor(cursor, sort) if cursor else None
+    if column == "gdi__total":
+        row_type = ListRow if list_rows else None
+        rows = gdi.gdi_page(qs=qs, decoded=decoded, want=PAGE_SIZE + 1, row_type=row_type)
     else:
-        rows = list(qs[: PAGE_SIZE + 1])
+        if decoded is not None:
+            qs = after(qs, column, descending, decoded[0], decoded[1])
+        if list_rows:
+            rows = [ListRow(*values) for values in qs.values_list(*LIST_COLUMNS)[: PAGE_SIZE + 1]]
+        else:
+            rows = list(qs[: PAGE_SIZE + 1])
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
-    return rows, (_encode_cursor(rows[-1], sort) if more and rows else None)
+    return rows, (encode_cursor(rows[-1], sort) if more and rows else None)
 
 
 #: The filter menus: Filters field → the summary column whose distinct values it offers.

@@ -48,7 +48,7 @@ from webapp.common.errors import ApplicationError
 from webapp.jobs.models import Job
 from webapp.jobs.names import Kinds
 from webapp.jobs.services import job_enqueue
-from webapp.trajectories import rows, selectors
+from webapp.trajectories import gdi, rows, selectors
 from webapp.trajectories.content import content_hash, without_nul
 from webapp.trajectories.models import Step, Trajectory
 from webapp.trajectories.rows import insert_steps as _insert_steps
@@ -269,6 +269,7 @@ class _ImportBatch:
                 for step in spec.steps
             ]
         _insert_steps(steps)
+        gdi.gdi_recompute(ids=created, now=now, fresh=True)  # reward, recency (docs/gdi.md)
         summary.created += created
         messages = sum(1 for step in steps if step[2] == Step.Kind.MESSAGE)
         summary.stored_messages += messages
@@ -475,6 +476,7 @@ def trajectory_finish(
     trajectory.step_count, trajectory.message_count = counts["tool"], counts["message"]
     trajectory.save()
     trajectories_index_for_search(ids=[trajectory.pk])
+    gdi.gdi_recompute(ids=[trajectory.pk])
     return trajectory
 
 

@@ -10,7 +10,7 @@ from django.urls import reverse
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
 from webapp.common.redirects import safe_next_url
-from webapp.trajectories import bulk, selectors, services
+from webapp.trajectories import bulk, gdi, selectors, services
 from webapp.trajectories.forms import ImportForm
 
 
@@ -50,6 +50,7 @@ def trajectory_detail(request, pk: int):
     context = {
         "active_area": "trajectories",
         **selectors.trajectory_steps_chunk(trajectory=row, after=None),
+        "gdi": gdi.gdi_show(trajectory_id=row.pk),
     }
     return render(request, "trajectories/detail.html", context)
 

@@ -21,8 +21,8 @@ def choice_menu(name, label, values, chosen):
 
 
 @register.simple_tag
-def step_items(steps):
-    return fragments.step_items(steps)
+def step_items(steps, branch=False):
+    return fragments.step_items(steps, branch=bool(branch))
 
 
 @register.simple_tag
