@@ -28,6 +28,7 @@ from webapp.calibration.services import simulated_calibration_launch
 from webapp.common.errors import ApplicationError
 from webapp.datasets.services import snapshot_create
 from webapp.evaluation import selectors, services
+from webapp.evaluation.flags import pipeline_flags_refresh
 from webapp.evaluation.models import Pipeline, PipelineStage
 from webapp.evaluation.pipeline_config import (
     PipelineConfig,
@@ -372,6 +373,8 @@ def pipeline_run(*, ctx: JobContext) -> Any:
     while True:
         if index > 0:
             _check_finished(pipeline, *steps[index - 1])
+            if steps[index - 1][1] == PipelineStage.Name.EVALUATE:  # flags over its rounds
+                pipeline_flags_refresh(pipeline=pipeline, say=ctx.log)
         if index >= len(steps):
             return _finish(ctx, pipeline)
         it, name = steps[index]

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 
 from trainer_core.evaluation.compare import compare_runs, mcnemar
 from trainer_core.evaluation.leaderboard import Entry, build_leaderboard
@@ -159,7 +160,18 @@ def _point(label: str, step: int, run: EvaluationRun | None) -> dict[str, Any]:
         "success_high": metrics.get("success_high"),
         "mean_reward": metrics.get("mean_reward"),
         "n": metrics.get("n", 0),
+        # the evaluation's episodes: what a click on the point opens (issue 21)
+        "url": _episodes_url(run),
     }
+
+
+def _episodes_url(run: EvaluationRun | None) -> str | None:
+    """The trajectories of an evaluation's episodes (its collect run), else its page."""
+    if run is None:
+        return None
+    if run.collect_run_id:
+        return f"{reverse('trajectories:list')}?collect_run={run.collect_run_id}"
+    return reverse("evaluation:run", args=[run.pk])
 
 
 def checkpoint_curve(*, training_run) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from webapp.jobs.models import Job
 from webapp.jobs.names import Kinds
 from webapp.jobs.services import job_enqueue
 from webapp.rollouts.services import collect_launch, policy_build
-from webapp.tasks.selectors import task_set_find
+from webapp.tasks.selectors import quarantined_task_ids_query, task_set_find
 from webapp.training.services import checkpoint_register, form_fields
 
 
@@ -46,6 +46,10 @@ def evaluation_launch(
         raise ApplicationError(f"Task set {task_set.name!r} names no environment.")
     if not task_set.tasks.exists():
         raise ApplicationError(f"Task set {task_set.name!r} has no tasks.")
+    if not task_set.tasks.exclude(pk__in=quarantined_task_ids_query()).exists():
+        raise ApplicationError(
+            f"Every task of {task_set.name!r} is quarantined; release some on its health page."
+        )
     policy_build(policy=policy)  # fail now, in the form, when the policy cannot be built
     with transaction.atomic():
         run = EvaluationRun.objects.create(
