@@ -215,10 +215,24 @@ def _step_record(
                 "screenshot": info["screenshot"]
                 if isinstance(info.get("screenshot"), str)
                 else None,
+                "metrics": _token_metrics(decision),
             }.items()
             if v
         },
     )
+
+
+#: Longer id lists are not recorded (the drift check then re-tokenises the turn's text).
+MAX_RECORDED_IDS = 32_768
+
+
+def _token_metrics(decision: Decision) -> dict[str, list[int]] | None:
+    """The ids the policy was prompted with and sampled (a local model, an inference-server
+    sampler), under ATIF's metric names, for the drift check (``trainer_core.training.drift``)."""
+    prompt, sampled = decision.prompt_token_ids, decision.token_ids
+    if not prompt or not sampled or len(prompt) + len(sampled) > MAX_RECORDED_IDS:
+        return None
+    return {"prompt_token_ids": list(prompt), "completion_token_ids": list(sampled)}
 
 
 def _records(

@@ -6,6 +6,7 @@ from django import forms
 
 from webapp.common.forms import SEED_MAX, SEED_MIN
 from webapp.datasets.models import DatasetSnapshot
+from webapp.datasets.token_check import tokenizer_choices
 from webapp.rewards.selectors import version_list
 
 # The trajectory-list filters a snapshot's query may carry.
@@ -47,6 +48,21 @@ class DatasetForm(forms.Form):
     min_score = forms.FloatField(
         required=False, help_text="Keep trajectories whose reward-model total is at least this."
     )
+    min_gdi = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        label="Minimum GDI",
+        help_text="Keep trajectories whose GDI (reward, reuse, human feedback, recency; 0..1) is "
+        "at least this.",
+    )
+    top_gdi = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=200_000,
+        label="Top N by GDI",
+        help_text="Keep only the N trajectories with the highest GDI among those selected.",
+    )
     outcome = forms.ChoiceField(
         required=False,
         choices=[("", "any outcome"), ("success", "successful only"), ("failure", "failed only")],
@@ -62,9 +78,17 @@ class DatasetForm(forms.Form):
         max_value=SEED_MAX,
         help_text="Seeds the train/validation/test split.",
     )
+    token_policy = forms.ModelChoiceField(
+        queryset=None,
+        required=False,
+        label="Check tokens for policy",
+        help_text="Export for this policy's tokenizer: the token ids recorded at sampling must "
+        "equal what training will see (the drift check); a mismatch blocks the export.",
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["token_policy"].queryset = tokenizer_choices()
         self.fields["reward_model"].queryset = version_list()
         self.fields["reward_model"].label_from_instance = lambda v: v.label
 
@@ -84,6 +108,6 @@ class DatasetForm(forms.Form):
         data = self.cleaned_data
         return {
             k: data[k]
-            for k in (*QUERY_FIELDS, "task_set", "min_score")
+            for k in (*QUERY_FIELDS, "task_set", "min_score", "min_gdi", "top_gdi")
             if data.get(k) not in (None, "")
         }

@@ -16,12 +16,13 @@ from typing import Any
 from django.conf import settings
 
 from trainer_core.datasets.writer import write_dataset
-from webapp.datasets import selectors, services
+from webapp.datasets import selectors, services, token_check
 from webapp.datasets.models import DatasetSnapshot
 from webapp.jobs import kinds
 from webapp.jobs.context import JobContext
 from webapp.jobs.names import Kinds, Queue, Tasks
 from webapp.rewards.services import preferences_build
+from webapp.trajectories.gdi import reuse_record
 
 
 def register() -> None:
@@ -86,8 +87,9 @@ def export_run(*, ctx: JobContext) -> None:
     def on_selected(n: int) -> None:
         ctx.progress(0.1, f"Selected {n} trajectories; reading them…", force=True)
 
+    included: list[int] = []
     records, selected = selectors.export_records(
-        snapshot=snapshot, on_selected=on_selected, built=built
+        snapshot=snapshot, on_selected=on_selected, built=built, included=included
     )
     if built is not None:
         selected = {**selected, "pairs_built": built["created"]}
@@ -122,7 +124,15 @@ def export_run(*, ctx: JobContext) -> None:
         card=card,
         **_writer_options(snapshot),
     )
+    policy = token_check.policy_for_check(policy_id=ctx.params.get("token_policy"))
+    if policy is not None:  # the drift check: a mismatch fails the export, files unrecorded
+        ctx.progress(0.8, f"Checking the tokens for policy {policy.name}…", force=True)
+        result = token_check.snapshot_token_check(
+            snapshot=snapshot, directory=str(files.directory), policy=policy
+        )
+        ctx.log(result["summary"])
     services.snapshot_record_files(snapshot=snapshot, files=files, selected=selected)
+    reuse_record(dataset_id=snapshot.pk, ids=included)  # their GDI's reuse (docs/gdi.md)
     total = sum(files.counts.values())
     ctx.set_result(counts=snapshot.counts)
     ctx.progress(1.0, f"Wrote {total} rows ({files.duplicates} duplicates left out).", force=True)

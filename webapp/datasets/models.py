@@ -35,6 +35,9 @@ class DatasetSnapshot(CreatedModel):
     counts = models.JSONField(default=dict, blank=True)  # per split, duplicates, skipped
     files = models.JSONField(default=dict, blank=True)  # name -> {"path", "sha256", "bytes"}
     directory = models.CharField(max_length=500, blank=True)
+    # the drift check of the export for a policy (trainer_core.training.drift.DriftReport as a
+    # dict, with "policy"); empty when the export named no policy
+    token_check = models.JSONField(default=dict, blank=True)
     job = models.OneToOneField(
         "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="dataset"
     )

@@ -22,6 +22,7 @@ from webapp.common.errors import ApplicationError
 from webapp.datasets.models import DatasetSnapshot
 from webapp.rewards.models import PreferencePair, StepScore, TrajectoryScore
 from webapp.tasks.models import Task
+from webapp.tasks.selectors import quarantined_task_ids_query
 from webapp.trajectories.models import Step, Trajectory
 from webapp.trajectories.selectors import Filters, trajectory_list, trajectory_specs
 
@@ -85,7 +86,10 @@ def snapshot_file_path(*, snapshot: DatasetSnapshot, name: str) -> Path:
 def _trajectory_ids(snapshot: DatasetSnapshot) -> list[int]:
     query = snapshot.query or {}
     filters = Filters.from_query({k: str(v) for k, v in query.items() if v not in (None, "")})
-    qs = trajectory_list(filters=filters).filter(status="finished")
+    selected = trajectory_list(filters=filters).filter(status="finished")
+    # quarantined tasks' trajectories never enter a dataset (docs/task-health.md)
+    selected = selected.exclude(task_id__in=quarantined_task_ids_query())
+    qs = _by_gdi(selected, query)
     ids = list(qs.order_by("pk").values_list("pk", flat=True)[:MAX_TRAJECTORIES])
     min_total = query.get("min_score")
     if snapshot.reward_model_id and min_total not in (None, ""):
@@ -98,6 +102,21 @@ def _trajectory_ids(snapshot: DatasetSnapshot) -> list[int]:
         )
         ids = [i for i in ids if i in keep]
     return ids
+
+
+def _by_gdi(qs: QuerySet[Trajectory], query: dict[str, Any]) -> QuerySet[Trajectory]:
+    """The GDI filters of a snapshot's query (docs/gdi.md): ``min_gdi`` keeps trajectories whose
+    stored GDI is at least that, ``top_gdi`` the N with the highest GDI (ties: the newest) among
+    what the other filters select. A trajectory whose GDI was never computed has none: it passes
+    neither."""
+    if query.get("min_gdi") not in (None, ""):
+        qs = qs.filter(gdi__total__gte=float(query["min_gdi"]))
+    if query.get("top_gdi") not in (None, ""):
+        top = qs.filter(gdi__isnull=False).order_by("-gdi__total", "-pk")
+        qs = Trajectory.objects.filter(
+            pk__in=list(top.values_list("pk", flat=True)[: int(query["top_gdi"])])
+        )
+    return qs
 
 
 def _tools_for(environment: str, cache: dict[str, Any]) -> list[dict] | None:
@@ -284,15 +303,19 @@ def free_name(*, name: str) -> str:
     return f"{name[:110]}-{n}"
 
 
-def export_records(*, snapshot: DatasetSnapshot, on_selected=None, built=None):
+def export_records(*, snapshot: DatasetSnapshot, on_selected=None, built=None, included=None):
     """The rows of the snapshot (in trainer_core.datasets' vocabulary) and what was selected
     (counts for the card). ``on_selected(n)`` is told how many trajectories were selected;
-    ``built``: what building DPO pairs in the same job gave (for the message when none).
+    ``built``: what building DPO pairs in the same job gave (for the message when none);
+    ``included`` (a list) is extended with the ids of the trajectories the rows come from.
     ApplicationError when a DPO selection has no pair, saying which step is missing."""
+    included = [] if included is None else included
     kind = snapshot.kind
     if kind == "bench":
-        tasks = Task.objects.filter(task_set__name=snapshot.query.get("task_set")).order_by(
-            "external_id"
+        tasks = (
+            Task.objects.filter(task_set__name=snapshot.query.get("task_set"))
+            .exclude(pk__in=quarantined_task_ids_query())
+            .order_by("external_id")
         )
         return bench.benchmark_records(TaskSpec.model_validate(t.data) for t in tasks), {}
     if kind == "dpo":
@@ -322,11 +345,13 @@ def export_records(*, snapshot: DatasetSnapshot, on_selected=None, built=None):
             raise ApplicationError(
                 dpo_empty_message(snapshot=snapshot, selected=len(allowed), built=built)
             )
+        included.extend(sorted({t[k].trajectory_id for t in triples for k in (0, 1)}))
         return dpo.dpo_records(triples), {"pairs": len(triples)}
     ids = _trajectory_ids(snapshot)
     if on_selected is not None:
         on_selected(len(ids))
     items = list(_items(snapshot, ids).values())
+    included.extend(item.trajectory_id for item in items)
     if kind == "sft":
         return sft.sft_records(items), {"trajectories": len(items)}
     if kind == "sft_knowlyr":

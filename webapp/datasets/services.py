@@ -10,6 +10,7 @@ from django.db import transaction
 from webapp.common.errors import ApplicationError
 from webapp.datasets.models import DatasetSnapshot
 from webapp.datasets.selectors import dpo_pairs, label_snapshot
+from webapp.datasets.token_check import policy_tokenizer_dir
 from webapp.jobs.names import Kinds
 from webapp.jobs.services import job_enqueue
 
@@ -23,13 +24,16 @@ def snapshot_create(
     label_source: str = DatasetSnapshot.LabelSource.MODEL,
     seed: int = 0,
     build_pairs: dict[str, Any] | None = None,
+    token_policy=None,
     user=None,
     parent_job=None,
 ) -> DatasetSnapshot:
     """A snapshot and its export job. ``build_pairs`` (DPO from reward-model scores):
     ``{"method": "outside_in" | "adjacent", "min_margin": float}``, the export job first builds
     preference pairs among the selected trajectories from the version's totals. A DPO snapshot
-    with no pair to export and no ``build_pairs`` is refused, saying how to get pairs."""
+    with no pair to export and no ``build_pairs`` is refused, saying how to get pairs.
+    ``token_policy``: export for this policy's tokenizer — the job runs the drift check
+    (``token_check``) on the files and a mismatch fails the export."""
     if kind not in DatasetSnapshot.Kind.values:
         raise ApplicationError(f"Unknown dataset kind {kind!r}.")
     if DatasetSnapshot.objects.filter(name=name).exists():
@@ -45,6 +49,13 @@ def snapshot_create(
     build_pairs = _pair_options(build_pairs, kind=kind, label_source=label_source)
     if kind == "dpo" and build_pairs is None:
         _require_pairs(reward_model=reward_model, label_source=label_source)
+    if token_policy is not None:
+        if kind not in ("sft", "dpo", "grpo"):
+            raise ApplicationError(
+                "The drift check reads chat rows (SFT messages, DPO or GRPO): export this kind "
+                "without “Check tokens for policy”."
+            )
+        policy_tokenizer_dir(policy=token_policy)  # refused now when it has no tokenizer
     with transaction.atomic():
         snapshot = DatasetSnapshot.objects.create(
             name=name,
@@ -58,6 +69,8 @@ def snapshot_create(
         params: dict[str, Any] = {"snapshot_id": snapshot.pk}
         if build_pairs is not None:
             params["build_pairs"] = build_pairs
+        if token_policy is not None:
+            params["token_policy"] = token_policy.pk
         snapshot.job = job_enqueue(
             kind=Kinds.EXPORT_DATASET, params=params, user=user, parent=parent_job,
             message="Waiting for a worker to export the dataset.",

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.datasets import views
+from webapp.datasets import token_pages, views
 
 app_name = "datasets"
 
@@ -9,4 +9,5 @@ urlpatterns = [
     path("new/", views.dataset_new, name="new"),
     path("<int:pk>/", views.dataset_detail, name="detail"),
     path("<int:pk>/files/<path:name>", views.dataset_file, name="file"),
+    path("<int:pk>/rows/<int:index>/tokens/", token_pages.row_tokens, name="row_tokens"),
 ]

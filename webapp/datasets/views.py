@@ -38,6 +38,7 @@ def dataset_new(request):
                 label_source=data["label_source"],
                 seed=data["seed"] or 0,
                 build_pairs=form.pair_options(),
+                token_policy=data.get("token_policy"),
                 user=request.user,
             )
         except ApplicationError as exc:
