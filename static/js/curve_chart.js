@@ -1,6 +1,7 @@
 // Success (with its 95% interval) and mean reward against training step or iteration: reads the
 // points of a json_script block (#curve-data) and redraws with uPlot after every htmx swap. The
-// success rate and the mean reward each have their own axis.
+// success rate and the mean reward each have their own axis. Every point is a link to its
+// evaluation's episodes (static/js/point_links.js): a click or Tab and Enter opens them.
 (function () {
   "use strict";
   var chart = null;
@@ -41,6 +42,29 @@
         { label: "mean reward", scale: "reward", stroke: "#059669", width: 1, points: { show: true } },
       ],
     };
+    if (window.SteplabPointLinks) {
+      // every point opens its evaluation's episodes (the point's url)
+      var links = window.SteplabPointLinks;
+      opts.hooks = {
+        ready: [function (u) {
+          u.over.addEventListener("click", function (event) {
+            var i = u.cursor.idx;
+            if (i === null || i === undefined || event.target.closest(".point-link")) return;
+            if (points[i] && points[i].url) window.location.href = points[i].url;
+          });
+        }],
+        draw: [function (u) {
+          links.attach(u, {
+            url: function (i) { return points[i] && points[i].url; },
+            label: function (i) {
+              var p = points[i];
+              return (p.label || "x " + p.step) + ": success " + (+p.success_rate).toFixed(3) +
+                " (n " + p.n + "), open its episodes";
+            },
+          });
+        }],
+      };
+    }
     chart = new uPlot(opts, data, box);
   }
 

@@ -2,7 +2,8 @@
 // (a json_script block) and redraws with uPlot after every htmx swap, without reloading.
 // Series of different kinds have their own scale and axis (loss and rewards, learning rate,
 // gradient norm, throughput, counts, seconds), so a loss near 1 is not flattened against
-// thousands of tokens per second; the box's data-scales names each series' scale.
+// thousands of tokens per second; the box's data-scales names each series' scale. A box with a
+// data-step-url (a training run's page) makes every point a link to its step's samples.
 (function () {
   "use strict";
   var chart = null;
@@ -38,7 +39,8 @@
 
   function options(box, keys) {
     var scales = { x: { time: false } };
-    var axes = [{ label: "step" }];
+    // steps are whole numbers: no tick at step 1.05
+    var axes = [{ label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000] }];
     var series = [{ label: "step" }];
     var byName = {};
     keys.forEach(function (k, i) {
@@ -61,13 +63,38 @@
       series.push({ label: k, scale: scale, stroke: color, width: 2, spanGaps: true });
     });
     box.setAttribute("data-scales", JSON.stringify(byName));
-    return {
+    var opts = {
       width: Math.max(320, box.clientWidth || 800),
       height: 260,
       scales: scales,
       axes: axes,
       series: series,
     };
+    // the training run's page sets it on the box; a training job's page in its detail part
+    var marker = document.getElementById("metrics-step-url");
+    var template = box.getAttribute("data-step-url") ||
+      (marker && marker.getAttribute("data-step-url"));
+    if (template && window.SteplabPointLinks) {
+      // a training run's curve: every point opens the samples its step trained on
+      var links = window.SteplabPointLinks;
+      var urlOf = function (u, i) { return links.stepUrl(template, u.data[0][i]); };
+      opts.hooks = {
+        ready: [function (u) {
+          u.over.addEventListener("click", function (event) {
+            var i = u.cursor.idx;
+            if (i === null || i === undefined || event.target.closest(".point-link")) return;
+            window.location.href = urlOf(u, i);
+          });
+        }],
+        draw: [function (u) {
+          links.attach(u, {
+            url: function (i) { return urlOf(u, i); },
+            label: function (i) { return links.describe(u, i); },
+          });
+        }],
+      };
+    }
+    return opts;
   }
 
   function render() {

@@ -4,7 +4,7 @@
 // in [0, 1] is not flattened against a reward of 10, nor staleness against dropped counts).
 // A click on the chart opens the groups the step under the cursor trained on and dropped: into
 // #rl-step-groups through htmx, or the step's page without it. The steps table below the chart
-// links every step too, for the keyboard.
+// links every step too, and every point is a real link (static/js/point_links.js): Tab reaches it.
 (function () {
   "use strict";
   var chart = null;
@@ -31,7 +31,20 @@
   }
 
   function stepUrl(box, step) {
-    return (box.getAttribute("data-step-url") || "").replace(/\/0\/$/, "/" + step + "/");
+    return window.SteplabPointLinks.stepUrl(box.getAttribute("data-step-url"), step);
+  }
+
+  // every point a real link to its step (keyboard: Tab), opened under the chart by htmx
+  function linkPoints(box, u) {
+    window.SteplabPointLinks.attach(u, {
+      url: function (i) { return stepUrl(box, u.data[0][i]); },
+      label: function (i) { return window.SteplabPointLinks.describe(u, i); },
+      onOpen: function (i) {
+        if (!window.htmx) return false;
+        openStep(box, u.data[0][i]);
+        return true;
+      },
+    });
   }
 
   function openStep(box, step) {
@@ -83,13 +96,14 @@
       hooks: {
         ready: [
           function (u) {
-            u.over.addEventListener("click", function () {
+            u.over.addEventListener("click", function (event) {
               var i = u.cursor.idx;
-              if (i === null || i === undefined) return;
+              if (i === null || i === undefined || event.target.closest(".point-link")) return;
               openStep(box, u.data[0][i]);
             });
           },
         ],
+        draw: [function (u) { linkPoints(box, u); }],
       },
     };
   }

@@ -17,6 +17,11 @@ Positions
     and the position only, so a run resumed at step ``k`` sees exactly the examples an
     uninterrupted run sees there. Without a curriculum every epoch is the seeded shuffle of all
     the examples (the order Steplab's trainers have always used).
+
+Near a target pass rate
+    An RL run's samplers can draw each group's task with a weight that falls with the distance
+    of the task's measured pass rate from a target (:func:`pick_near_target`): tasks the policy
+    always solves or never solves teach GRPO nothing (their groups have no reward variance).
 """
 
 from __future__ import annotations
@@ -25,7 +30,15 @@ import math
 import random
 from collections.abc import Hashable, Sequence
 
-__all__ = ["ExampleOrder", "eligible_count", "pacing_ratio", "rank_easiest_first"]
+__all__ = [
+    "ExampleOrder",
+    "eligible_count",
+    "pacing_ratio",
+    "pass_rate_estimate",
+    "pick_near_target",
+    "rank_easiest_first",
+    "target_weight",
+]
 
 
 def pacing_ratio(epoch: int, *, start_ratio: float, warmup_epochs: int) -> float:
@@ -119,3 +132,45 @@ class ExampleOrder:
         """The example index position ``position`` of the run trains on."""
         epoch, offset = self.locate(position)
         return self.epoch_order(epoch)[offset]
+
+
+# --- sampling tasks near a target pass rate (RL runs; docs/task-health.md) ------------------------
+
+#: the smallest weight a measured task keeps, so that no task is starved for good (its pass rate
+#: may have moved since it was measured)
+TARGET_FLOOR = 0.02
+
+
+def pass_rate_estimate(successes: int, episodes: int) -> float | None:
+    """The task's pass rate as the curriculum sees it: the Jeffreys posterior mean
+    ``(successes + 1/2) / (episodes + 1)``, which keeps one lucky episode from reading as 0 or 1;
+    None when the task has no outcome yet."""
+    if episodes <= 0:
+        return None
+    return (successes + 0.5) / (episodes + 1)
+
+
+def target_weight(rate: float | None, *, target: float, bandwidth: float) -> float:
+    """The sampling weight of a task whose pass rate is ``rate``: a Gaussian kernel
+    ``exp(-((rate - target) / bandwidth)² / 2)`` — 1 at the target, 0.61 one bandwidth away,
+    0.14 two away — floored at :data:`TARGET_FLOOR`; 1 (the most) for a task never played."""
+    if rate is None:
+        return 1.0
+    z = (rate - target) / bandwidth
+    return max(TARGET_FLOOR, math.exp(-0.5 * z * z))
+
+
+def pick_near_target(
+    counts: Sequence[tuple[int, int]], *, target: float, bandwidth: float, seed: int
+) -> int:
+    """The index of the task to play next among tasks with these ``(successes, episodes)``
+    counts, drawn with probability proportional to :func:`target_weight` of their
+    :func:`pass_rate_estimate`, by a generator seeded with ``seed`` (the same counts and seed
+    give the same pick)."""
+    if not counts:
+        raise ValueError("pick_near_target needs at least one task")
+    weights = [
+        target_weight(pass_rate_estimate(s, n), target=target, bandwidth=bandwidth)
+        for s, n in counts
+    ]
+    return random.Random(seed).choices(range(len(counts)), weights=weights)[0]

@@ -134,6 +134,19 @@ class DecoupledConfig(GRPOConfig):
         900.0,
         help="How long the trainer waits for a group before failing (are the samplers running?).",
     )
+    target_pass_rate: float = option(
+        0.0,
+        help="Curriculum: above 0, the samplers draw each group's task with a weight "
+        "exp(-((p - target) / pass_rate_bandwidth)² / 2) of its measured pass rate p (the run's "
+        "own episodes of the task, else every stored episode; a task never played weighs 1; "
+        "docs/task-health.md), e.g. 0.5 for the tasks GRPO learns most from. 0: every task once "
+        "per pass, in a seeded order.",
+    )
+    pass_rate_bandwidth: float = option(
+        0.15,
+        help="Curriculum: how far from target_pass_rate a task's pass rate may be and still be "
+        "drawn often (one bandwidth away: weight 0.61; two: 0.14; the least is 0.02).",
+    )
 
     def __post_init__(self) -> None:
         if self.synchronous:
@@ -170,6 +183,12 @@ class DecoupledConfig(GRPOConfig):
             problems.append(f"publish_every must be at least 1 (got {self.publish_every})")
         if not self.wait_seconds > 0:
             problems.append(f"wait_seconds must be above 0 (got {self.wait_seconds})")
+        if not 0 <= self.target_pass_rate < 1:
+            problems.append(
+                f"target_pass_rate must be in [0, 1), 0 for none (got {self.target_pass_rate})"
+            )
+        if not self.pass_rate_bandwidth > 0:
+            problems.append(f"pass_rate_bandwidth must be above 0 (got {self.pass_rate_bandwidth})")
         if self.save_every not in (0, self.publish_every):
             problems.append(
                 "save_every: a decoupled run writes a checkpoint at each publication "

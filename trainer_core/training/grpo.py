@@ -220,8 +220,17 @@ def _number(value: Any, what: str, index: int) -> float:
     return float(value)
 
 
-def encode_group(row: Mapping[str, Any], index: int, tokenizer: Any, config: GRPOConfig) -> Group:
-    """An exported group row → :class:`Group` (at most ``group_size`` completions)."""
+def encode_group(
+    row: Mapping[str, Any],
+    index: int,
+    tokenizer: Any,
+    config: GRPOConfig,
+    *,
+    encode: Callable[..., Any] = encode_continuation,
+) -> Group:
+    """An exported group row → :class:`Group` (at most ``group_size`` completions). ``encode``:
+    how a completion is encoded (the group view passes a stand-in when the run's tokenizer is
+    not at hand: :func:`~trainer_core.training.group_view.offline_group`)."""
     if "completions" not in row or "rewards" not in row:
         keys = ", ".join(sorted(map(str, row))) or "none"
         raise InputError(
@@ -250,7 +259,7 @@ def encode_group(row: Mapping[str, Any], index: int, tokenizer: Any, config: GRP
     for i, messages in enumerate(completions[: config.group_size]):
         if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
             raise InputError(f"row {index}: completion {i} must be a list of chat messages")
-        encoded = encode_continuation(
+        encoded = encode(
             prompt,
             [dict(m) for m in messages],
             tokenizer,

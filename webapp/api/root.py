@@ -26,9 +26,11 @@ from webapp.api.endpoints import (
     account,
     admin,
     annotation,
+    branching,
     datasets,
     diff,
     evaluations,
+    flags,
     imports,
     jobs,
     leaderboards,
@@ -151,10 +153,12 @@ api.add_router("", rewards.router)
 api.add_router("", annotation.router)
 api.add_router("", leaderboards.router)
 api.add_router("", rollouts.router)  # collect runs, policies
+api.add_router("", branching.router)  # branch-and-resample (docs/branching.md)
 api.add_router("", scoring.router)
 api.add_router("", datasets.router)
 api.add_router("", training.router)
 api.add_router("", rl.router)  # decoupled RL runs
+api.add_router("", flags.router)  # reward-hacking flags (docs/training.md)
 api.add_router("", evaluations.router)  # evaluations, checkpoint evaluations, pipelines
 
 

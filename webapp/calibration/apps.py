@@ -7,10 +7,11 @@ class CalibrationConfig(AppConfig):
 
     def ready(self) -> None:
         from webapp.accounts.permissions import Need
-        from webapp.calibration import jobs
-        from webapp.trajectories import bulk
+        from webapp.calibration import jobs, selectors
+        from webapp.trajectories import bulk, gdi
 
         jobs.register()
+        gdi.register_feedback_source(selectors.gdi_feedback)
         bulk.register(
             bulk.BulkAction(
                 "annotate",

@@ -27,6 +27,7 @@ from webapp.calibration.models import (
 from webapp.common.errors import ApplicationError
 from webapp.rewards.models import RewardModel, StepScore, TrajectoryScore
 from webapp.rewards.selectors import step_scores
+from webapp.trajectories.gdi import ids_filter
 from webapp.trajectories.models import Step, Trajectory
 from webapp.trajectories.selectors import diff_context, trajectory_specs
 
@@ -555,3 +556,42 @@ def queue_item_keyset(
     if after_position is not None:
         qs = qs.filter(position__gt=after_position)
     return list(qs[:limit])
+
+
+def gdi_feedback(*, ids: list[int]) -> dict[int, list[float]]:
+    """The human feedback on trajectories ``ids`` for their GDI (``webapp.trajectories.gdi``),
+    settled answers only (items complete for everyone, as a dataset export reads them): each
+    annotator's trajectory score (0..1), each annotator's mean step label on an item, and each
+    pairwise choice (the chosen side 1, the other 0, equal 0.5 to both)."""
+    signals: dict[int, list[float]] = defaultdict(list)
+    submitted = visible_to(
+        rows=Submission.objects.filter(submitted_at__isnull=False).filter(
+            ids_filter(field="item__trajectory_id", ids=ids)
+            | ids_filter(field="item__other_id", ids=ids)
+        ),
+        user=None,
+    )
+    for a, b, value, choice in submitted.values_list(
+        "item__trajectory_id", "item__other_id", "trajectory_value", "choice"
+    ):
+        if b is not None and choice in ("A", "B", "E"):
+            won = {"A": (1.0, 0.0), "B": (0.0, 1.0), "E": (0.5, 0.5)}[choice]
+            signals[a].append(won[0])
+            signals[b].append(won[1])
+        elif value is not None:
+            signals[a].append(value)
+    labels = visible_to(
+        rows=StepLabel.objects.filter(
+            ids_filter(field="trajectory_id", ids=ids), value__isnull=False
+        ),
+        user=None,
+    )
+    per_item: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+    for tid, item, annotator, value in labels.values_list(
+        "trajectory_id", "item_id", "annotator_id", "value"
+    ):
+        per_item[(tid, item, annotator)].append(value)
+    for (tid, _, _), values in sorted(per_item.items()):
+        signals[tid].append(sum(values) / len(values))
+    wanted = set(ids)
+    return {pk: values for pk, values in signals.items() if pk in wanted}

@@ -39,6 +39,7 @@ from webapp.jobs.names import Kinds
 from webapp.jobs.services import job_enqueue
 from webapp.rewards.models import PreferencePair, StepScore, TrajectoryScore
 from webapp.rewards.services import reward_model_create, scoring_launch
+from webapp.trajectories.gdi import gdi_recompute_on_commit
 from webapp.trajectories.models import Trajectory
 
 
@@ -326,6 +327,8 @@ def _require_hold(item: QueueItem, user) -> None:
     """Refuse (NotHeld, nothing written) a label or submission by someone without a live
     reservation of the item, unless the queue allows free labelling; a live one is extended by
     the queue's reservation time (the annotator is working on it)."""
+    if item.completed >= item.queue.annotators_per_item:  # settled: its feedback may change
+        gdi_recompute_on_commit(ids=(item.trajectory_id, item.other_id))  # docs/gdi.md
     queue = item.queue
     if queue.free_labelling:
         return
@@ -525,6 +528,7 @@ def submit(
         Reservation.objects.filter(item=item, annotator=user).delete()
         if queue.mode == AnnotationQueue.Mode.PAIRWISE:
             _human_pairs_sync(item)
+        gdi_recompute_on_commit(ids=(item.trajectory_id, item.other_id))  # may settle it
     return submission
 
 

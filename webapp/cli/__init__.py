@@ -11,6 +11,8 @@ module         commands                                                         
 ``platform``   tokens                                                                    yes
 ``mcp``        mcp (Steplab's MCP server over stdio)                                     yes
 ``rl``         rl (decoupled RL runs: launch, list, status, add-sampler, cancel)         yes
+``flags``      flags (reward-hacking flags of a run or pipelines)                        yes
+``gdi``        gdi (GDI ranking: recompute, show)                                        yes
 =============  ========================================================================  ========
 
 The file-only commands call one trainer_core function each and never touch the database. A
@@ -116,7 +118,7 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         "database",
         "tasks",
         True,
-        "Import and list agent tasks.",
+        "Import and list agent tasks; their health; quarantine and release them.",
     ),
     "policies": (
         "database",
@@ -136,11 +138,23 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         True,
         "Launch collect runs on the Celery workers.",
     ),
+    "branch": (
+        "branching",
+        "branch",
+        True,
+        "Branch a trajectory at a step: restore its environment, sample M continuations.",
+    ),
     "rl": (
         "rl",
         "rl",
         True,
         "Decoupled RL runs: launch from a YAML file or flags, status, add a sampler, cancel.",
+    ),
+    "flags": (
+        "flags",
+        "flags",
+        True,
+        "A training run's reward-hacking flags (stored; --compute to compute them again).",
     ),
     "preferences": (
         "database",
@@ -153,6 +167,12 @@ COMMANDS: dict[str, tuple[str, str, bool, str]] = {
         "export",
         True,
         "Export a dataset snapshot (a job on a worker) and print where its files are.",
+    ),
+    "gdi": (
+        "gdi",
+        "gdi",
+        True,
+        "GDI ranking of trajectories: recompute it for the whole database, or show one's components.",
     ),
     "serve": (
         "serving",

@@ -14,20 +14,30 @@ from django.core.files import File
 from django.core.management import execute_from_command_line
 
 from trainer_core.recording.importers import format_names
+from webapp.accounts.permissions import Need, user_can
+from webapp.accounts.selectors import user_find
 from webapp.cli.output import follow, print_import_table, print_report, task_set_and_policy
 from webapp.common.errors import ApplicationError
 from webapp.common.seed import seed_all
 from webapp.datasets.selectors import snapshot_find
 from webapp.datasets.services import snapshot_create
+from webapp.datasets.token_check import policy_for_check
 from webapp.jobs import selectors as job_selectors
 from webapp.jobs import services as job_services
 from webapp.jobs.names import Kinds
 from webapp.rewards.selectors import version_find
 from webapp.rewards.services import preferences_build
+from webapp.rollouts.health import FLAGS as HEALTH_FLAGS
+from webapp.rollouts.health import task_set_health, thresholds_from
 from webapp.rollouts.selectors import policy_list
 from webapp.rollouts.services import collect_launch
-from webapp.tasks.selectors import task_set_list
-from webapp.tasks.services import task_set_import, task_set_import_harbor
+from webapp.tasks.selectors import task_find, task_set_find, task_set_list
+from webapp.tasks.services import (
+    task_quarantine,
+    task_release,
+    task_set_import,
+    task_set_import_harbor,
+)
 from webapp.training.selectors import base_model_choices, tiny_model_free_name
 from webapp.training.services import tiny_model_build
 from webapp.trajectories.services import trajectories_import_files
@@ -163,7 +173,7 @@ def import_(paths: tuple[str, ...], fmt: str | None, all_or_nothing: bool) -> No
 
 @click.group()
 def tasks() -> None:
-    """Import and list agent tasks."""
+    """Import and list agent tasks; their health; quarantine and release them."""
 
 
 @tasks.command("import")
@@ -212,6 +222,80 @@ def tasks_list(domain: str) -> None:
             f"{task_set.name:<28} {task_set.domain:<14} {task_set.task_count:>6} tasks  "
             f"{task_set.environment}"
         )
+
+
+def _task_set_named(name: str):
+    task_set = task_set_find(name=name)
+    if task_set is None:
+        raise click.ClickException(f"no task set {name!r}; 'steplab tasks list' shows them")
+    return task_set
+
+
+@tasks.command("health")
+@click.argument("set_name")
+@click.option("--flag", default="", type=click.Choice(["", *HEALTH_FLAGS]), help="Only the tasks with this flag.")  # fmt: skip
+@click.option("--threshold", "thresholds", multiple=True, metavar="NAME=VALUE", help="A detection's minimum evidence, e.g. min_episodes=10 (docs/task-health.md); repeat for more.")  # fmt: skip
+@click.option("--limit", default=200, show_default=True, help="The most tasks printed.")
+def tasks_health(set_name: str, flag: str, thresholds: tuple[str, ...], limit: int) -> None:
+    """Each task's pass rate over every policy and run (Wilson interval) and its flags:
+    always-fail, always-pass, flaky, possible false-negative checker, reference fails."""
+    values = dict(t.partition("=")[::2] for t in thresholds)
+    try:
+        report = task_set_health(task_set=_task_set_named(set_name), thresholds=thresholds_from(values=values))  # fmt: skip
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
+    counts = ", ".join(f"{n} {f}" for f, n in report.health.counts().items())
+    click.echo(f"{len(report.tasks)} tasks; {counts}; {len(report.quarantined)} quarantined")
+    click.echo(f"strongest policy: {report.health.strongest or '(none with enough episodes)'}")
+    for row in report.rows(flag=flag)[:limit]:
+        rate = f"{row['successes']}/{row['episodes']}" if row["episodes"] else "-"
+        interval = f"[{row['low']:.2f}, {row['high']:.2f}]" if row["episodes"] else ""
+        held = " QUARANTINED" if row["quarantined"] else ""
+        click.echo(f"{row['external_id']:<28} {rate:>9} {interval:<13} {' '.join(row['flags'])}{held}")  # fmt: skip
+
+
+def _task_named(set_name: str, task_id: str):
+    task = task_find(task_set_name=set_name, external_id=task_id)
+    if task is None:
+        raise click.ClickException(f"no task {task_id!r} in the task set {set_name!r}")
+    return task
+
+
+def _operator(username: str):
+    user = user_find(username=username)
+    if user is None or not user_can(user, Need.OPERATE):
+        raise click.ClickException(
+            f"{username!r} is not an active operator or admin; quarantining needs one (--user)."
+        )
+    return user
+
+
+@tasks.command("quarantine")
+@click.argument("set_name")
+@click.argument("task_id")
+@click.option("--reason", required=True, help="Why (required); kept with who and when.")
+@click.option("--user", "username", required=True, help="Who quarantines it (an operator or admin).")  # fmt: skip
+def tasks_quarantine(set_name: str, task_id: str, reason: str, username: str) -> None:
+    """Quarantine a task: left out of dataset builds, evaluations, pipelines and RL runs."""
+    try:
+        task_quarantine(task=_task_named(set_name, task_id), user=_operator(username), reason=reason)  # fmt: skip
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(f"quarantined {set_name}/{task_id}")
+
+
+@tasks.command("release")
+@click.argument("set_name")
+@click.argument("task_id")
+@click.option("--note", default="", help="Optional: what was fixed.")
+@click.option("--user", "username", required=True, help="Who releases it (an operator or admin).")  # fmt: skip
+def tasks_release(set_name: str, task_id: str, note: str, username: str) -> None:
+    """Release a task from quarantine."""
+    try:
+        task_release(task=_task_named(set_name, task_id), user=_operator(username), note=note)
+    except ApplicationError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(f"released {set_name}/{task_id}")
 
 
 # --- policies and rollouts -------------------------------------------------------------------------
@@ -327,6 +411,8 @@ def models_create_tiny(name: str, seed: int) -> None:
 @click.option("--version", "version_id", type=int, default=None, help="Reward-model version id.")
 @click.option("--labels", type=click.Choice(["model", "human"]), default="model", show_default=True)
 @click.option("--min-score", type=float, default=None, help="Keep totals at least this.")
+@click.option("--min-gdi", type=click.FloatRange(0, 1), default=None, help="Keep trajectories whose GDI is at least this (docs/gdi.md).")  # fmt: skip
+@click.option("--top-gdi", type=click.IntRange(1, 200_000), default=None, help="Keep the N trajectories with the highest GDI.")  # fmt: skip
 @click.option("--outcome", type=click.Choice(["success", "failure"]), default=None)
 @click.option("--task", default=None, help="Task id or task set (substring).")
 @click.option("--domain", default=None)
@@ -336,9 +422,10 @@ def models_create_tiny(name: str, seed: int) -> None:
 @click.option("--build-pairs", is_flag=True, help="DPO from --version's scores: build preference pairs among the selected trajectories first, in the same job.")  # fmt: skip
 @click.option("--pair-method", type=click.Choice(["outside_in", "adjacent"]), default="outside_in", show_default=True, help="With --build-pairs.")  # fmt: skip
 @click.option("--min-margin", type=float, default=0.1, show_default=True, help="With --build-pairs.")  # fmt: skip
+@click.option("--token-policy", type=int, default=None, help="Export for this policy's tokenizer (its id): the drift check runs on the files and a mismatch fails the export (docs/drift-check.md).")  # fmt: skip
 def export(
-    kind, name, version_id, labels, min_score, outcome, task, domain, policy, task_set, seed,
-    build_pairs, pair_method, min_margin,
+    kind, name, version_id, labels, min_score, min_gdi, top_gdi, outcome, task, domain, policy,
+    task_set, seed, build_pairs, pair_method, min_margin, token_policy,
 ) -> None:  # fmt: skip
     """Export a dataset snapshot (a job on a worker) and print where its files are."""
     version = None
@@ -350,7 +437,7 @@ def export(
         k: v
         for k, v in {
             "min_score": min_score, "outcome": outcome, "task": task, "domain": domain,
-            "policy": policy, "task_set": task_set,
+            "policy": policy, "task_set": task_set, "min_gdi": min_gdi, "top_gdi": top_gdi,
         }.items()
         if v not in (None, "")
     }  # fmt: skip
@@ -358,12 +445,15 @@ def export(
         snapshot = snapshot_create(
             name=name, kind=kind, query=query, reward_model=version, label_source=labels, seed=seed,
             build_pairs={"method": pair_method, "min_margin": min_margin} if build_pairs else None,
+            token_policy=policy_for_check(policy_id=token_policy),
         )  # fmt: skip
     except ApplicationError as exc:
         raise click.ClickException(exc.message) from None
     click.echo(f"dataset {snapshot.pk}: export job {snapshot.job_id}")
     job = follow(snapshot.job_id)
     snapshot = snapshot_find(id=snapshot.pk)
+    if snapshot.token_check:
+        click.echo(snapshot.token_check.get("summary", ""), err=True)
     if job.status != "succeeded":
         sys.exit(1)
     click.echo(f"{snapshot.directory}: {snapshot.counts}")

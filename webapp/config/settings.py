@@ -347,6 +347,9 @@ STEPLAB_LOG_TAIL_LINES = 200
 # Uploads larger than this (all files together) import as a background job with progress.
 # A live (pushed) trajectory with no push for this long is failed as abandoned.
 STEPLAB_LIVE_ABANDON_MINUTES = env_float("STEPLAB_LIVE_ABANDON_MINUTES", 30.0)
+# GDI ranking weights (docs/gdi.md), e.g. "reward=0.5,reuse=0.2,feedback=0.2,recency=0.1"; names
+# left out keep knowlyr's defaults (0.35, 0.30, 0.20, 0.15); normalised to sum 1.
+STEPLAB_GDI_WEIGHTS = os.environ.get("STEPLAB_GDI_WEIGHTS", "")
 # OpenTelemetry (OTLP/HTTP) ingestion: a request body at most this large, compressed and once
 # decompressed (read in bounded chunks: a gzip bomb is refused), and at most this many spans and
 # GenAI events kept for one trajectory.

@@ -12,6 +12,7 @@ urlpatterns = [
     path("accounts/", include("webapp.accounts.urls")),
     path("jobs/", include("webapp.jobs.urls")),
     path("tasks/", include("webapp.tasks.urls")),
+    path("tasks/", include("webapp.rollouts.health_urls")),  # task health (docs/task-health.md)
     path("domains/", include("webapp.domains.urls")),
     path("trajectories/", include("webapp.trajectories.urls")),
     path("rollouts/", include("webapp.rollouts.urls")),

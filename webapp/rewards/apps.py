@@ -11,7 +11,7 @@ class RewardsConfig(AppConfig):
         from webapp.domains import hooks as domain_hooks
         from webapp.rewards import jobs, selectors
         from webapp.rewards.services import rubrics_follow_profile, rubrics_seed_builtin
-        from webapp.trajectories import bulk, hooks
+        from webapp.trajectories import bulk, gdi, hooks
 
         jobs.register()
         register_seeder("rubrics", rubrics_seed_builtin)
@@ -19,4 +19,5 @@ class RewardsConfig(AppConfig):
             bulk.BulkAction("score", "Score selected", "rewards:score", Need.OPERATE, "post", 10)
         )
         hooks.register_step_rewards(selectors.step_rewards_for_diff)
+        gdi.register_reward_source(selectors.gdi_rewards)
         domain_hooks.register_profile_saved(rubrics_follow_profile)

@@ -19,6 +19,7 @@ from webapp.rewards.models import (
     TrajectoryScore,
 )
 from webapp.trajectories import selectors as trajectory_selectors
+from webapp.trajectories.gdi import ids_filter
 from webapp.trajectories.models import Trajectory as TrajectoryRow
 
 BINS = 10
@@ -323,3 +324,18 @@ def pair_keyset(
 def pair_get(*, id: int) -> PreferencePair:
     """One preference pair; Http404 when there is none."""
     return get_object_or_404(PreferencePair.objects.select_related("reward_model"), pk=id)
+
+
+def gdi_rewards(*, ids: list[int]) -> dict[int, tuple[float, str]]:
+    """The GDI reward of trajectories ``ids`` (``webapp.trajectories.gdi``): the total of the
+    newest reward-model version that scored each (unscored totals are left out)."""
+    found: dict[int, tuple[float, str]] = {}
+    rows = (
+        TrajectoryScore.objects.filter(ids_filter(field="trajectory_id", ids=ids))
+        .filter(total__isnull=False)
+        .order_by("trajectory_id", "-reward_model_id")
+        .values_list("trajectory_id", "total", "reward_model__domain", "reward_model__version")
+    )
+    for pk, total, domain, version in rows:
+        found.setdefault(pk, (total, f"reward model {domain} v{version}"))
+    return found

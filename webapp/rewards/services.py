@@ -32,6 +32,7 @@ from webapp.rewards.models import (
     StepScore,
     TrajectoryScore,
 )
+from webapp.trajectories.gdi import gdi_recompute
 from webapp.trajectories.models import Trajectory
 
 # What one judge call is assumed to cost, for the estimate before launch.
@@ -489,6 +490,7 @@ def scoring_batch_store(
             tokens_out=F("tokens_out") + usage.tokens_out,
             cost_usd=F("cost_usd") + usage.cost,
         )
+        gdi_recompute(ids=[row.trajectory_id for row in trajectory_rows])  # the reward component
 
 
 def scoring_run_stop(*, run: ScoringRun, reason: str) -> None:

@@ -17,10 +17,11 @@ from trainer_core.training.checkpoint import list_checkpoints
 from trainer_core.training.config import config_from_dict
 from trainer_core.training.methods import train_method
 from webapp.common.errors import ApplicationError
+from webapp.datasets import token_check
 from webapp.jobs import kinds
 from webapp.jobs.context import JobContext
 from webapp.jobs.names import Kinds, Queue, Tasks
-from webapp.training import rl_services, selectors, services
+from webapp.training import flag_services, rl_services, selectors, services
 
 
 def register() -> None:
@@ -103,8 +104,14 @@ def train_run(*, ctx: JobContext) -> None:
         ctx.log(f"advantage estimator: {estimator['estimator']}")
         if "estimator_note" in estimator:
             ctx.log(estimator["estimator_note"])
+    _token_check(ctx, run)
+    on_progress = ctx.on_progress
+    if run.method == run.Method.GRPO:  # reward-hacking flags, every window and at the end
+        on_progress = flag_services.progress_with_flags(
+            on_progress, run=run, say=ctx.log, flush=ctx.flush
+        )
     try:
-        result = train_method(run.method, config, on_progress=ctx.on_progress)
+        result = train_method(run.method, config, on_progress=on_progress)
     except ConfigError as exc:
         raise ApplicationError(f"Training cannot start: {exc}") from None
     summary = {
@@ -115,8 +122,24 @@ def train_run(*, ctx: JobContext) -> None:
         if isinstance(value, (int, float, str)) or value is None
     }
     checkpoints = services.training_run_record(run=run, summary=summary)
+    if run.method == run.Method.GRPO:
+        flag_services.run_flags_refresh(run=run, say=ctx.log)
     ctx.set_result(checkpoints=[c.step for c in checkpoints], **summary)
     ctx.progress(1.0, f"Done: {len(checkpoints)} checkpoint(s).", force=True)
+
+
+def _token_check(ctx: JobContext, run) -> None:
+    """The drift check a run starts with (issue 21): the dataset file the trainer reads, the base
+    model's tokenizer; recorded on the run, and a mismatch fails the job before training."""
+    data_path = str((run.config or {}).get("dataset") or "")
+    if run.dataset_id is None or not data_path:
+        return
+    ctx.progress(0.0, "Checking the dataset's tokens against the base model's tokenizer…")
+    check = token_check.training_token_check(data_path=data_path, model_dir=run.base_model)
+    services.training_run_token_check(run=run, check=check)
+    ctx.log(check.get("summary", ""))
+    if check.get("status") == "mismatch":
+        raise ApplicationError(f"Training blocked. {check['summary']}")
 
 
 def tiny_model_run(*, ctx: JobContext) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from webapp.common.models import CreatedModel
@@ -167,3 +168,68 @@ class SampleGroup(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run} group {self.index}"
+
+
+class RunFlag(models.Model):
+    """A reward-hacking flag (issue 21): one flag of ``trainer_core.evaluation.flags`` that fired
+    over one window of a training run's steps, or of a pipeline's evaluation rounds, with the
+    statistic, window and threshold it was held against and the trajectories behind it.
+
+    ``pipeline_ref`` is the evaluation app's Pipeline id (a plain number: training sits below
+    evaluation and does not point at its tables). A human's answer (confirmed: real reward
+    hacking; rejected: a false alarm) is kept here with who and when; the annotation queue made
+    from the samples is ``queue``."""
+
+    class Source(models.TextChoices):
+        TRAINING = "training", "Training"
+        EVALUATION = "evaluation", "Evaluation"
+
+    class Review(models.TextChoices):
+        PENDING = "", "Not reviewed"
+        CONFIRMED = "confirmed", "Confirmed (reward hacking)"
+        REJECTED = "rejected", "Rejected (a false alarm)"
+
+    key = models.CharField(max_length=300, unique=True)  # source, owner, kind, metric, window
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.TRAINING)
+    training_run = models.ForeignKey(
+        TrainingRun, null=True, blank=True, on_delete=models.CASCADE, related_name="flags"
+    )
+    pipeline_ref = models.PositiveIntegerField(null=True, blank=True, db_index=True)
+    kind = models.CharField(max_length=32, db_index=True)
+    metric = models.CharField(max_length=200, blank=True)  # behaviour_shift: what rose
+    start_step = models.IntegerField()
+    end_step = models.IntegerField()
+    statistic = models.CharField(max_length=64)
+    value = models.FloatField(null=True, blank=True)
+    threshold = models.FloatField()
+    window = models.PositiveIntegerField()
+    p_value = models.FloatField(null=True, blank=True)
+    message = models.CharField(max_length=300, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    config = models.JSONField(default=dict, blank=True)  # the FlagConfig it was computed with
+    trajectory_ids = models.JSONField(default=list, blank=True)  # the samples behind it
+    queue = models.ForeignKey(
+        "calibration.AnnotationQueue",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    review = models.CharField(max_length=16, choices=Review.choices, blank=True, default="")
+    review_note = models.CharField(max_length=500, blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["start_step", "kind", "metric", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} flag, steps {self.start_step}-{self.end_step}"

@@ -31,7 +31,7 @@ from webapp.jobs.context import JobContext
 from webapp.jobs.models import Job, JobStatus
 from webapp.jobs.names import Kinds
 from webapp.jobs.services import job_report_for_children
-from webapp.training import rl_selectors, rl_services, services
+from webapp.training import flag_services, rl_selectors, rl_services, services
 from webapp.training.models import RLRun, SampleGroup
 
 #: Seconds a sampler sleeps while it may not start a group (the queue is full, the trainer has
@@ -47,6 +47,7 @@ def rl_run(*, ctx: JobContext) -> Any:
     if ctx.stage == "":
         if not ctx.children().exists():
             ctx.check()
+            _token_check(ctx, run)
             samplers, trainer = rl_services.rl_run_start_children(
                 run=run, parent=Job.objects.get(pk=ctx.job_id)
             )
@@ -82,6 +83,33 @@ def rl_run(*, ctx: JobContext) -> Any:
         force=True,
     )
     return None
+
+
+def _token_check(ctx: JobContext, run: RLRun) -> None:
+    """The drift check a run starts with (issue 21) when its samplers tokenise with their own
+    tokenizer: a probe's ids by the sampler's tokenizer must be the trainer's; recorded on the
+    run's training run, and a mismatch fails the run before anything samples."""
+    from trainer_core.training import drift
+    from webapp.training.token_samples import rl_probe
+
+    probe = rl_probe(run=run)
+    if probe is None:
+        return
+    trainer_dir, sampler_dir, messages = probe
+    try:
+        report = drift.check_tokenizers(
+            messages,
+            drift.load_tokenizer(trainer_dir),
+            drift.load_tokenizer(sampler_dir),
+            where="the first task, tokenised by the sampler's tokenizer",
+            tokenizer_name=trainer_dir,
+        )
+    except (ConfigError, PolicyError) as exc:
+        raise ApplicationError(f"The drift check cannot load a tokenizer: {exc}") from None
+    services.training_run_token_check(run=run.training_run, check=report.to_dict())
+    ctx.log(report.summary())
+    if report.blocks:
+        raise ApplicationError(f"RL run blocked. {report.summary()}")
 
 
 # --- the samplers ------------------------------------------------------------------------------------
@@ -303,7 +331,9 @@ def rl_trainer_run(*, ctx: JobContext) -> None:
             config,
             rl_services.DbGroupSource(run, config=config, check=ctx.check),
             rl_services.DbPublisher(run),
-            on_progress=_parent_reporter(ctx, run.job_id),
+            on_progress=flag_services.progress_with_flags(
+                _parent_reporter(ctx, run.job_id), run=training, say=ctx.log, flush=ctx.flush
+            ),
         )
     except (ConfigError, GroupsTimeout) as exc:
         raise ApplicationError(f"Training cannot go on: {exc}") from None
@@ -313,5 +343,6 @@ def rl_trainer_run(*, ctx: JobContext) -> None:
         if isinstance(value, (int, float, str)) or value is None
     }
     checkpoints = services.training_run_record(run=training, summary=summary)
+    flag_services.run_flags_refresh(run=training, say=ctx.log)
     ctx.set_result(checkpoints=[c.step for c in checkpoints], **summary)
     ctx.progress(1.0, f"Done: {len(checkpoints)} checkpoint(s).", force=True)

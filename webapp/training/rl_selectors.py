@@ -13,9 +13,11 @@ from django.db.models import Avg, Count, Max, Q, Sum
 from django.utils import timezone
 
 from trainer_core.training.config import config_from_dict
+from trainer_core.training.curriculum import pick_near_target
 from webapp.common.errors import ApplicationError
 from webapp.jobs.models import TERMINAL_STATUSES, Job
 from webapp.jobs.names import Kinds
+from webapp.rollouts.health import task_pass_counts
 from webapp.training.models import PolicyVersion, RLRun, SampleGroup
 
 #: Groups ready and not yet taken (plus those being sampled) above which samplers wait, as a
@@ -71,14 +73,47 @@ def max_queue(*, run: RLRun, config: Any) -> int:
 def group_task(*, run: RLRun, index: int) -> tuple[int, int]:
     """(Task id, sampling seed) of group ``index``: the run's task list in an order shuffled
     afresh (seeded by the run seed) for every pass over it, so every task is played once per
-    pass, and a seed that is a function of the run seed and the index."""
+    pass, and a seed that is a function of the run seed and the index. With the run's
+    ``target_pass_rate`` above 0, the task is drawn instead with :func:`pick_near_target`'s
+    weights of :func:`curriculum_counts` (seeded by the same numbers)."""
     task_ids = list(run.task_ids)
     if not task_ids:
         raise ApplicationError(f"RL run {run.pk} has no tasks.")
+    seed = run.seed * 1_000_003 + index * 7919 + 17
+    config = run.training_run.config or {}
+    target = float(config.get("target_pass_rate") or 0.0)
+    if target > 0:  # the curriculum near a target pass rate (docs/task-health.md)
+        counts = curriculum_counts(run=run, task_ids=[int(t) for t in task_ids])
+        pick = pick_near_target(
+            [counts.get(int(t), (0, 0)) for t in task_ids],
+            target=target,
+            bandwidth=float(config.get("pass_rate_bandwidth") or 0.15),
+            seed=seed + 12,
+        )
+        return int(task_ids[pick]), seed
     passes, position = divmod(index, len(task_ids))
     order = list(range(len(task_ids)))
     random.Random(run.seed * 1_000_003 + passes).shuffle(order)
-    return int(task_ids[order[position]]), run.seed * 1_000_003 + index * 7919 + 17
+    return int(task_ids[order[position]]), seed
+
+
+def curriculum_counts(*, run: RLRun, task_ids: list[int]) -> dict[int, tuple[int, int]]:
+    """``{task id: (successes, episodes)}`` the curriculum weighs each task by: the run's own
+    played groups of the task (the policy being trained), else every stored outcome of the task
+    (task health); a task with neither is absent (never played: the most weight)."""
+    own: dict[int, list[int]] = {}
+    played = (
+        SampleGroup.objects.filter(run=run, task_id__in=task_ids, episodes__gt=0)
+        .exclude(status=SampleGroup.Status.SAMPLING)
+        .values_list("task_id", "episodes", "success_rate")
+    )
+    for task_id, episodes, rate in played:
+        total = own.setdefault(task_id, [0, 0])
+        total[0] += round((rate or 0.0) * episodes)
+        total[1] += episodes
+    counts = task_pass_counts(task_ids=[t for t in task_ids if t not in own])
+    counts.update({t: (s, n) for t, (s, n) in own.items()})
+    return counts
 
 
 def latest_version(*, run: RLRun) -> PolicyVersion | None:

@@ -41,11 +41,13 @@ from webapp.jobs.services import job_cancel, job_enqueue
 from webapp.rewards.models import RewardModel, StepScore, TrajectoryScore
 from webapp.rollouts.models import Policy
 from webapp.tasks.models import Task, TaskSet
+from webapp.tasks.selectors import quarantined_task_ids_query
 from webapp.training import rl_selectors
 from webapp.training.models import Checkpoint, PolicyVersion, RLRun, SampleGroup, TrainingRun
 from webapp.training.services import base_model_dir
 from webapp.trajectories import services as store
 from webapp.trajectories.content import without_nul
+from webapp.trajectories.gdi import gdi_recompute
 from webapp.trajectories.models import Trajectory
 
 #: The sampler policy kind that can follow the run's versions (an inference server Steplab
@@ -123,10 +125,13 @@ def _check_launch(
             "version (samplers score every episode with it) or use advantage outcome."
         )
     task_ids = list(
-        Task.objects.filter(task_set=task_set).order_by("pk").values_list("pk", flat=True)
+        Task.objects.filter(task_set=task_set)
+        .exclude(pk__in=quarantined_task_ids_query())  # docs/task-health.md
+        .order_by("pk")
+        .values_list("pk", flat=True)
     )
     if not task_ids:
-        raise ApplicationError(f"Task set {task_set.name!r} has no tasks.")
+        raise ApplicationError(f"Task set {task_set.name!r} has no tasks (none out of quarantine).")
     return task_ids
 
 
@@ -492,6 +497,7 @@ def episodes_score(*, run: RLRun, trajectory_ids: list[int], group: Any) -> None
         StepScore.objects.filter(reward_model=rm, trajectory_id__in=trajectory_ids).delete()
         TrajectoryScore.objects.bulk_create(rows, ignore_conflicts=True)
         rewards.step_scores_insert(reward_model_id=rm.pk, rows=step_rows)
+        gdi_recompute(ids=trajectory_ids)  # the reward component (docs/gdi.md)
 
 
 def group_store(

@@ -24,7 +24,7 @@ from webapp.jobs.models import JobStatus
 from webapp.jobs.names import Kinds
 from webapp.jobs.selectors import job_get
 from webapp.rollouts.models import Policy
-from webapp.training import hooks
+from webapp.training import group_pages, hooks
 from webapp.training.models import Checkpoint, TrainingRun
 
 
@@ -77,6 +77,7 @@ def run_detail(*, run: TrainingRun) -> dict[str, Any]:
     return {
         "checkpoints": run.checkpoints.select_related("policy"),
         "run_sections": hooks.run_sections(run),
+        "step_curve": group_pages.step_curve(run=run),
         **estimator_of(config=run.config or {}, method=run.method),
     }
 

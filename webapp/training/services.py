@@ -216,10 +216,18 @@ def training_launch(
     return run
 
 
+def training_run_token_check(*, run: TrainingRun, check: dict[str, Any]) -> None:
+    """Record the drift check the run started with (``result["token_check"]``, kept when the
+    run's summary is recorded)."""
+    run.result = {**(run.result or {}), "token_check": check}
+    run.save(update_fields=["result"])
+
+
 def training_run_record(*, run: TrainingRun, summary: dict[str, Any]) -> list[Checkpoint]:
     """A finished run: its result summary, and a Checkpoint row per complete checkpoint it
     wrote (the layout is trainer_core.training.checkpoint's)."""
-    run.result = summary
+    kept = {k: v for k, v in (run.result or {}).items() if k == "token_check"}
+    run.result = {**kept, **summary}
     run.save(update_fields=["result"])
     made = []
     for step, path in list_checkpoints(run.output_dir):

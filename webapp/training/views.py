@@ -3,13 +3,13 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from trainer_core.training.methods import METHODS
 from webapp.accounts.permissions import Need, requires
 from webapp.common.errors import ApplicationError
 from webapp.common.htmx import follow_job
-from webapp.training import rl_pages, rl_services, selectors, services
+from webapp.training import group_pages, rl_pages, rl_services, selectors, services
 
 
 def _ctx(**extra):
@@ -251,3 +251,50 @@ def rl_cancel(request, pk: int):
     else:
         messages.success(request, f"RL run {run.pk} is cancelled: its samplers and trainer stop.")
     return redirect("training:rl_detail", pk=run.pk)
+
+
+# --- group views and the samples behind curve points (issue 21) ------------------------------------
+
+
+@requires(Need.READ)
+@require_GET
+def rl_group(request, pk: int, group: int):
+    """A decoupled run's group: its samples side by side, steps aligned, with rewards and the
+    advantages the trainer used."""
+    run = rl_pages.rl_run_page_get(id=pk)
+    row = group_pages.rl_group_get(run=run, id=group)
+    return render(
+        request, "training/group.html", _ctx(**group_pages.rl_group_page(run=run, group=row))
+    )
+
+
+@requires(Need.READ)
+@require_GET
+def offline_group(request, pk: int, row: int):
+    """A row of an offline GRPO run's dataset as the group view."""
+    run = selectors.run_get(id=pk)
+    return render(
+        request, "training/group.html", _ctx(**group_pages.offline_group_page(run=run, index=row))
+    )
+
+
+@requires(Need.READ)
+@require_GET
+def step_samples(request, pk: int, step: int):
+    """What one optimizer step of a training run trained on (a curve point's samples)."""
+    run = selectors.run_get(id=pk)
+    return render(
+        request,
+        "training/step_samples.html",
+        _ctx(**group_pages.step_samples_page(run=run, step=step)),
+    )
+
+
+@requires(Need.READ)
+@require_GET
+def task_groups(request, task: int):
+    """The RL runs and groups that trained on a task."""
+    row = group_pages.task_get(id=task)
+    return render(
+        request, "training/task_groups.html", _ctx(**group_pages.task_groups_page(task=row))
+    )

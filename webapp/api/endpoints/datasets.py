@@ -45,6 +45,12 @@ class DatasetIn(Schema):
     min_score: float | None = Field(
         None, allow_inf_nan=False, description="keep trajectories whose total is at least"
     )
+    min_gdi: float | None = Field(
+        None, ge=0, le=1, allow_inf_nan=False, description="keep trajectories whose GDI is at least"
+    )
+    top_gdi: int | None = Field(
+        None, ge=1, le=200_000, description="keep the N trajectories with the highest GDI"
+    )
     outcome: str = Field("", description="success, failure or empty (any)")
     task: str = Field("", description="a substring of the task id or task set")
     domain: str = ""
@@ -53,6 +59,11 @@ class DatasetIn(Schema):
     task_set: str = Field("", description="benchmark records: the task set's name")
     seed: int = Field(
         0, ge=-(2**63), le=2**63 - 1, description="seeds the train/validation/test split"
+    )
+    token_policy: int | None = Field(
+        None,
+        description="export for this policy's tokenizer: the drift check runs on the files and a "
+        "mismatch fails the export (docs/drift-check.md)",
     )
 
 
@@ -77,6 +88,10 @@ class DatasetOut(Schema):
     total: int
     files: list[DatasetFileOut]
     label_snapshot: dict[str, Any]
+    token_check: dict[str, Any] = Field(
+        description="the drift check of an export for a policy (status, counts, the first "
+        "difference); empty when none ran"
+    )
     created_at: datetime
 
 
@@ -112,6 +127,7 @@ def dataset_out(snapshot) -> dict[str, Any]:
         "total": snapshot.total,
         "files": files,
         "label_snapshot": snapshot.label_snapshot or {},
+        "token_check": snapshot.token_check or {},
         "created_at": snapshot.created_at,
     }
 
@@ -137,6 +153,7 @@ def dataset_build(request, payload: DatasetIn):
             label_source=data["label_source"],
             seed=data["seed"] or 0,
             build_pairs=form.pair_options(),
+            token_policy=data.get("token_policy"),
             user=request.auth,
         )
     except ApplicationError as exc:

@@ -75,9 +75,9 @@ class TrajectoryFilters(Schema):
     min_id: int | None = Field(None, ge=0, le=2**63 - 1)
     max_id: int | None = Field(None, ge=0, le=2**63 - 1)
     collect_run: int | None = Field(None, ge=0, le=2**63 - 1)
-    sort: Literal["newest", "oldest", "reward_high", "reward_low", "steps_most", "steps_fewest"] = (
-        "newest"
-    )
+    sort: Literal[
+        "newest", "oldest", "reward_high", "reward_low", "steps_most", "steps_fewest", "gdi"
+    ] = Field("newest", description="gdi: highest GDI first (docs/gdi.md)")
     cursor: str = Field("", max_length=100, description="next_cursor of the previous page")
 
 
