@@ -11,6 +11,7 @@ from webapp.common.htmx import follow_job, stop_polling
 from webapp.evaluation import selectors, services
 from webapp.evaluation.ablation import presets as pipeline_presets
 from webapp.evaluation.demo import DEFAULT_PIPELINE_YAML
+from webapp.evaluation.flags import pipeline_flag_rows
 from webapp.evaluation.forms import CheckpointsEvaluationForm, EvaluationForm, PipelineForm
 from webapp.tasks.selectors import task_set_get
 from webapp.training.selectors import run_get as training_run_get
@@ -191,4 +192,6 @@ def pipeline_detail(request, pk: int):
         if pipeline.job is not None and pipeline.job.is_terminal:
             return stop_polling(response)
         return response
-    return render(request, "evaluation/pipeline_detail.html", _ctx(**context))
+    # the reward-hacking flags of its evaluation rounds and of its GRPO runs
+    flags = pipeline_flag_rows(pipeline_id=pipeline.pk, limit=100)
+    return render(request, "evaluation/pipeline_detail.html", _ctx(**context, flags=flags))

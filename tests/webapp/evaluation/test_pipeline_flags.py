@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.urls import reverse
 
 from tests.webapp.training.flag_runs import build_run
 from webapp.accounts.models import Role
@@ -72,3 +73,18 @@ def test_a_pipelines_flags_over_the_api(client, make_user):
     assert (run.pk, "process_vs_outcome") in [(f["training_run_id"], f["kind"]) for f in listed]
     assert {f["source"] for f in listed} == {"training"}  # its rounds stored no episodes here
     assert client.get("/api/v1/pipelines/999999/flags", headers=headers).status_code == 404
+
+
+def test_a_pipelines_page_lists_its_flags(client, make_user):
+    pipeline, run = _pipeline(0.60, 0.60)
+    pipeline_flags_compute(pipeline=pipeline)
+    flag = RunFlag.objects.get(training_run=run, kind="process_vs_outcome")
+    client.force_login(make_user(Role.VIEWER))
+    page = client.get(reverse("evaluation:pipeline", args=[pipeline.pk])).content.decode()
+    assert f'href="{reverse("training:flag", args=[flag.pk])}"' in page
+    assert f'href="{reverse("training:detail", args=[run.pk])}"' in page
+    assert "no-pipeline-flags" not in page
+    quiet, quiet_run = _pipeline(0.40, 0.70)
+    RunFlag.objects.filter(training_run=quiet_run).delete()
+    page = client.get(reverse("evaluation:pipeline", args=[quiet.pk])).content.decode()
+    assert "no-pipeline-flags" in page
