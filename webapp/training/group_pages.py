@@ -10,7 +10,8 @@
 * :func:`step_samples_page` — what one optimizer step of a training run trained on, from its
   lineage (``lineage.jsonl``): dataset rows (SFT, DPO), groups (offline GRPO rows, online
   ``task@seed``), or the decoupled run's groups (each a group view).
-* :func:`task_groups_page` — the runs and groups that trained on one task.
+* :func:`task_groups_page` — the runs and groups that trained on one task: a decoupled run's
+  groups, and the rows of offline GRPO runs' datasets that are groups of the task.
 
 Bounded: a group shows at most :data:`~trainer_core.recording.align_many.MAX_SEQUENCES` samples
 of at most :data:`~trainer_core.recording.align_many.MAX_STEPS` steps, each text cut at
@@ -435,4 +436,61 @@ def task_groups_page(*, task: Task) -> dict[str, Any]:
     runs: dict[int, dict[str, Any]] = {}
     for group in groups[:MAX_GROUPS]:
         runs.setdefault(group.run_id, {"run": group.run, "groups": []})["groups"].append(group)
-    return {"task": task, "runs": list(runs.values()), "more": more, "limit": MAX_GROUPS}
+    offline, cut = offline_rows_of_task(task_id=task.external_id)
+    return {
+        "task": task,
+        "runs": list(runs.values()),
+        "more": more,
+        "limit": MAX_GROUPS,
+        "offline": offline,
+        "offline_cut": cut,
+        "offline_runs": MAX_OFFLINE_RUNS,
+    }
+
+
+#: The newest offline GRPO runs a task page looks through, and the most of their dataset files
+#: it reads (a row names its task by id: ``task_id``).
+MAX_OFFLINE_RUNS = 10
+MAX_OFFLINE_BYTES = 32 * 1024 * 1024
+
+
+def offline_rows_of_task(*, task_id: str) -> tuple[list[dict[str, Any]], bool]:
+    """The offline GRPO runs whose dataset has groups of ``task_id``, each with the rows (at most
+    :data:`MAX_GROUPS` in all) — from the newest :data:`MAX_OFFLINE_RUNS` runs, reading at most
+    :data:`MAX_OFFLINE_BYTES` of their files; ``cut`` says the reading stopped there."""
+    if not task_id:
+        return [], False
+    needle = json.dumps(task_id)
+    budget, found, total = MAX_OFFLINE_BYTES, [], 0
+    runs = TrainingRun.objects.filter(method=TrainingRun.Method.GRPO).order_by("-pk")
+    for run in runs[: MAX_OFFLINE_RUNS * 3]:
+        config = run.config or {}
+        if config.get("env_id") or not config.get("dataset"):
+            continue  # online GRPO samples its groups; it has no dataset rows
+        try:
+            path = find_split(str(config["dataset"]), "train")
+            handle = open(path, "rb")  # noqa: SIM115 - closed below
+        except (OSError, SteplabError):
+            continue
+        rows = []
+        with handle:
+            for index, line in enumerate(handle):
+                budget -= len(line)
+                if budget < 0 or total + len(rows) >= MAX_GROUPS:
+                    break
+                if needle.encode() in line and _row_task(line) == task_id:
+                    rows.append(index)
+        if rows:
+            found.append({"run": run, "rows": rows})
+            total += len(rows)
+        if budget < 0 or total >= MAX_GROUPS or len(found) >= MAX_OFFLINE_RUNS:
+            return found, True
+    return found, False
+
+
+def _row_task(line: bytes) -> str | None:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row.get("task_id") if isinstance(row, dict) else None

@@ -245,6 +245,27 @@ def test_an_offline_grpo_step_opens_its_rows_as_group_views(as_role, tmp_path):
     assert 'data-testid="no-lineage"' in none
 
 
+def test_a_tasks_page_reaches_the_offline_grpo_rows_that_are_its_groups(as_role, tmp_path):
+    from webapp.tasks.models import Task, TaskSet
+
+    run = TrainingRun.objects.create(
+        method="grpo",
+        base_model=str(tmp_path / "no-model"),
+        config={"dataset": _grpo_rows(tmp_path), "advantage": "process", "group_size": 4},
+        output_dir=str(tmp_path / "out"),
+    )
+    task_set = TaskSet.objects.create(name=f"offline-{run.pk}")
+    task = Task.objects.create(task_set=task_set, external_id="task-1", prompt="1 + 1?", data={})
+    other = Task.objects.create(task_set=task_set, external_id="task-9", prompt="?", data={})
+    client = as_role(Role.VIEWER)
+    page = client.get(reverse("training:task_groups", args=[task.pk])).content.decode()
+    assert re.findall(r'href="([^"]+)" data-testid="task-offline-group"', page) == [
+        reverse("training:offline_group", args=[run.pk, 1])
+    ]
+    page = client.get(reverse("training:task_groups", args=[other.pk])).content.decode()
+    assert 'data-testid="task-offline-group"' not in page and "task-no-runs" in page
+
+
 def test_a_pipeline_or_checkpoint_curve_point_links_its_evaluations_episodes():
     from webapp.evaluation.selectors import _point
 
