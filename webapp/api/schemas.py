@@ -110,6 +110,11 @@ class TrajectoryDetail(TrajectoryOut):
     outcome: dict[str, Any]
     metadata: dict[str, Any]
     has_raw_source: bool
+    gdi: dict[str, Any] | None = Field(
+        None,
+        description="its GDI (docs/gdi.md): total, components, weights, what they came from; "
+        "null before it was computed",
+    )
 
 
 class TrajectoryPage(Page):

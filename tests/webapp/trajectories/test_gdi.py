@@ -201,3 +201,12 @@ def test_the_page_shows_the_components_and_the_cli_recomputes_and_shows(pair, cl
     assert shown.exit_code == 0 and "GDI 1.0000" in shown.output and "reward" in shown.output
     refused = runner.invoke(gdi, ["recompute", "--weights", "speed=1"])
     assert refused.exit_code != 0 and "Unknown GDI component 'speed'" in refused.output
+    # the API's trajectory carries the same stored GDI (null before one was computed)
+    from webapp.api import services as token_services
+
+    _, secret = token_services.token_create(user=operator, name="gdi", scope="read")
+    headers = {"Authorization": f"Bearer {secret}"}
+    got = client.get(f"/api/v1/trajectories/{good}", headers=headers).json()["gdi"]
+    assert got["total"] == 1.0 and got["components"]["reward"] == 1.0
+    TrajectoryGdi.objects.filter(trajectory_id=good).delete()
+    assert client.get(f"/api/v1/trajectories/{good}", headers=headers).json()["gdi"] is None

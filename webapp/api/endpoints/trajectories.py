@@ -23,6 +23,7 @@ from webapp.api.schemas import (
     TrajectoryPage,
 )
 from webapp.trajectories import selectors, services
+from webapp.trajectories.gdi import gdi_show
 from webapp.trajectories.rows import STEP_COLUMNS
 
 router = Router(tags=["trajectories"])
@@ -121,6 +122,7 @@ def trajectory_get(request, trajectory_id: int):
         "outcome": row.outcome,
         "metadata": row.metadata,
         "has_raw_source": row.source_file_id is not None,
+        "gdi": gdi_show(trajectory_id=row.pk),
     }
 
 
